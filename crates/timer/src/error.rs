@@ -1,0 +1,68 @@
+//! Error values of the timer crate.
+//!
+//! Bad configuration and use after shutdown are reported as values, never as
+//! panics; where a call hands over a task, the error gives it back.
+
+use std::fmt;
+
+/// A timer or timing-wheel configuration that cannot work.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The tick is zero: the wheel could never advance.
+    ZeroTick,
+    /// The tick is not a whole number of milliseconds (the wheel counts in ms).
+    TickNotWholeMillis,
+    /// The wheel has no buckets.
+    ZeroWheelSize,
+    /// The wheel has more buckets than a bucket index can address.
+    WheelSizeTooLarge {
+        /// The size asked for.
+        requested: usize,
+        /// The largest size accepted.
+        max: usize,
+    },
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::ZeroTick => f.write_str("timer tick must be at least 1 ms"),
+            ConfigError::TickNotWholeMillis => {
+                f.write_str("timer tick must be a whole number of milliseconds")
+            }
+            ConfigError::ZeroWheelSize => f.write_str("wheel size must be at least 1"),
+            ConfigError::WheelSizeTooLarge { requested, max } => {
+                write!(f, "wheel size {requested} is larger than the maximum {max}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// The timer has been shut down; the task that could not be scheduled is
+/// given back.
+#[derive(PartialEq, Eq)]
+pub struct ShutdownError<T>(pub T);
+
+impl<T> ShutdownError<T> {
+    /// The task that was not scheduled.
+    pub fn into_inner(self) -> T {
+        self.0
+    }
+}
+
+impl<T> fmt::Debug for ShutdownError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ShutdownError(..)")
+    }
+}
+
+impl<T> fmt::Display for ShutdownError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("the timer has been shut down")
+    }
+}
+
+impl<T> std::error::Error for ShutdownError<T> {}
