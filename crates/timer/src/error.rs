@@ -13,15 +13,19 @@ pub enum ConfigError {
     ZeroTick,
     /// The tick is not a whole number of milliseconds (the wheel counts in ms).
     TickNotWholeMillis,
-    /// The wheel has no buckets.
-    ZeroWheelSize,
-    /// The wheel has more buckets than a bucket index can address.
-    WheelSizeTooLarge {
+    /// The wheel size is outside the accepted range: fewer than 2 buckets
+    /// (a level could never cover more than one tick, so overflow levels would
+    /// never end), or more than a bucket index can address.
+    WheelSizeOutOfRange {
         /// The size asked for.
         requested: usize,
+        /// The smallest size accepted.
+        min: usize,
         /// The largest size accepted.
         max: usize,
     },
+    /// A thread the timer needs (its executor) could not be spawned.
+    Spawn(String),
 }
 
 impl fmt::Display for ConfigError {
@@ -31,10 +35,12 @@ impl fmt::Display for ConfigError {
             ConfigError::TickNotWholeMillis => {
                 f.write_str("timer tick must be a whole number of milliseconds")
             }
-            ConfigError::ZeroWheelSize => f.write_str("wheel size must be at least 1"),
-            ConfigError::WheelSizeTooLarge { requested, max } => {
-                write!(f, "wheel size {requested} is larger than the maximum {max}")
-            }
+            ConfigError::WheelSizeOutOfRange {
+                requested,
+                min,
+                max,
+            } => write!(f, "wheel size {requested} is outside {min}..={max}"),
+            ConfigError::Spawn(e) => write!(f, "cannot spawn the timer's thread: {e}"),
         }
     }
 }

@@ -1,66 +1,402 @@
-//! PLACEHOLDER API: signatures are final, bodies are being written.
-#![allow(missing_docs, unused_variables, dead_code)]
-use crate::{Clock, ConfigError, ShutdownError, SystemClock};
+//! The thread-safe timer: a [`TimingWheel`] behind a lock, a [`Clock`], a
+//! delay queue that the clock-driving thread sleeps on, and an executor
+//! thread that runs expired tasks.
+//!
+//! Locking: one `parking_lot` mutex guards the wheel. `add` and `cancel` hold
+//! it for an O(1) insert or unlink (they read the clock before taking it);
+//! `advance_clock` waits for the next due bucket *without* it, then takes it
+//! in chunks of at most [`FLUSH_CHUNK`] moved entries, releasing it between
+//! chunks, so an adder never waits behind more than one chunk of a large
+//! cascade (Kafka holds its write lock for the whole flush). The delay
+//! queue's own lock nests inside the wheel lock, never the other way round.
+//!
+//! Invariants:
+//! - Every task added and not cancelled runs exactly once, on the executor,
+//!   no earlier than its deadline: the deadline is the clock's reading plus
+//!   the delay, rounded up to the tick, and a task is expired only when the
+//!   clock's millisecond reading has reached it.
+//! - `cancel` returns `true` iff it removed the task from the wheel; a task
+//!   taken out of the wheel for expiry is already on its way to the
+//!   executor, so exactly one of "cancel returned true" and "the task ran"
+//!   happens.
+//! - After [`Timer::shutdown`] nothing is added, pending tasks are handed
+//!   back to the caller, and every task that had been handed to the executor
+//!   has run.
+
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// A task the timer runs once when it expires, on the timer's executor thread.
+use parking_lot::Mutex;
+
+use crate::clock::NANOS_PER_MS;
+use crate::delay_queue::DelayQueue;
+use crate::entries::TimerHandle;
+use crate::executor::Executor;
+use crate::wheel::{Insertion, TimingWheel};
+use crate::{Clock, ConfigError, ShutdownError, SystemClock};
+
+/// Most entries moved per hold of the wheel lock in `advance_clock`.
+pub const FLUSH_CHUNK: usize = 4096;
+
+/// A task the timer runs once, when it expires, on the timer's executor
+/// thread.
+///
+/// Every `FnOnce() + Send + 'static` closure is a task; implement the trait
+/// for your own type to keep a timer entry as small as the type (the
+/// purgatory's expiry task is a single `Arc`).
 pub trait TimerTask: Send + 'static {
     /// Runs the task.
     fn run(self);
 }
+
 impl<F: FnOnce() + Send + 'static> TimerTask for F {
     fn run(self) {
         self()
     }
 }
 
-/// Identifies one scheduled task; `Copy + Eq + Hash`, generation-checked.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct TimerHandle {
-    index: u32,
-    generation: u32,
-}
-
-#[derive(Debug)]
+/// Configures and builds a [`Timer`]. Defaults follow Kafka: tick 1 ms,
+/// wheel size 20, real time ([`SystemClock`]).
+///
+/// ```
+/// use std::time::Duration;
+/// use timer::{ManualClock, Timer, TimerBuilder};
+///
+/// let timer: Timer = TimerBuilder::new()
+///     .tick(Duration::from_millis(10))
+///     .wheel_size(64)
+///     .clock(ManualClock::new())
+///     .name("session-timeouts")
+///     .build()
+///     .unwrap();
+/// assert_eq!(timer.name(), "session-timeouts");
+/// assert!(TimerBuilder::new().wheel_size(0).build::<Box<dyn FnOnce() + Send>>().is_err());
+/// ```
+#[derive(Debug, Clone)]
 pub struct TimerBuilder {
     tick: Duration,
     wheel_size: usize,
     clock: Option<Arc<dyn Clock>>,
     name: String,
 }
+
 impl TimerBuilder {
-    pub fn tick(mut self, tick: Duration) -> Self { self.tick = tick; self }
-    pub fn wheel_size(mut self, n: usize) -> Self { self.wheel_size = n; self }
-    pub fn clock(mut self, clock: impl Clock) -> Self { self.clock = Some(Arc::new(clock)); self }
-    pub fn shared_clock(mut self, clock: Arc<dyn Clock>) -> Self { self.clock = Some(clock); self }
-    pub fn name(mut self, name: impl Into<String>) -> Self { self.name = name.into(); self }
-    pub fn build<T: TimerTask>(self) -> Result<Timer<T>, ConfigError> { todo!() }
+    /// A builder with Kafka's defaults (the same as [`Timer::builder`], which
+    /// needs the task type named: `Timer::<MyTask>::builder()`).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Width of a level-0 bucket: a whole number of milliseconds, at least 1.
+    pub fn tick(mut self, tick: Duration) -> Self {
+        self.tick = tick;
+        self
+    }
+
+    /// Buckets per wheel level (at least 2).
+    pub fn wheel_size(mut self, wheel_size: usize) -> Self {
+        self.wheel_size = wheel_size;
+        self
+    }
+
+    /// The clock to read (default: a new [`SystemClock`]).
+    pub fn clock(self, clock: impl Clock) -> Self {
+        self.shared_clock(Arc::new(clock))
+    }
+
+    /// A clock shared with other components.
+    pub fn shared_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
+    /// The timer's name, used for its threads (`executor-<name>`) and logs.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// Builds the timer and starts its executor thread.
+    pub fn build<T: TimerTask>(self) -> Result<Timer<T>, ConfigError> {
+        if self.tick.is_zero() {
+            return Err(ConfigError::ZeroTick);
+        }
+        if self.tick.subsec_nanos() % NANOS_PER_MS as u32 != 0 {
+            return Err(ConfigError::TickNotWholeMillis);
+        }
+        let tick_ms = u64::try_from(self.tick.as_millis()).unwrap_or(u64::MAX);
+        let clock = self
+            .clock
+            .unwrap_or_else(|| Arc::new(SystemClock::new()) as Arc<dyn Clock>);
+        let queue = Arc::new(DelayQueue::with_shared_clock(clock.clone()));
+        let wheel =
+            TimingWheel::with_queue(tick_ms, self.wheel_size, clock.now_ms(), queue.clone())?;
+        let executor =
+            Executor::start(&self.name).map_err(|e| ConfigError::Spawn(e.to_string()))?;
+        Ok(Timer {
+            wheel: Mutex::new(wheel),
+            queue,
+            clock,
+            executor,
+            size: AtomicUsize::new(0),
+            shut_down: AtomicBool::new(false),
+            name: self.name,
+            tick_ms,
+        })
+    }
 }
 
-pub struct Timer<T: TimerTask = Box<dyn FnOnce() + Send>> { _t: std::marker::PhantomData<T>, clock: Arc<dyn Clock> }
-impl<T: TimerTask> std::fmt::Debug for Timer<T> { fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result { f.write_str("Timer") } }
+impl Default for TimerBuilder {
+    fn default() -> Self {
+        TimerBuilder {
+            tick: Duration::from_millis(1),
+            wheel_size: 20,
+            clock: None,
+            name: "timer".to_owned(),
+        }
+    }
+}
+
+/// A thread-safe hierarchical timer.
+///
+/// Many threads may [`add`](Timer::add) and [`cancel`](Timer::cancel) while
+/// one thread drives the clock with [`advance_clock`](Timer::advance_clock),
+/// usually a [`Reaper`](crate::Reaper). Expired tasks run on the timer's own
+/// executor thread.
+///
+/// ```
+/// use std::sync::mpsc;
+/// use std::time::Duration;
+/// use timer::{ManualClock, Timer, TimerBuilder};
+///
+/// let clock = ManualClock::new();
+/// let timer: Timer = TimerBuilder::new().clock(clock.clone()).build().unwrap();
+/// let (fired, rx) = mpsc::channel();
+/// let fired2 = fired.clone();
+/// timer.add(Duration::from_millis(50), Box::new(move || fired.send("a").unwrap())).unwrap();
+/// let b = timer.add(Duration::from_millis(80), Box::new(move || fired2.send("b").unwrap())).unwrap();
+/// assert_eq!(timer.size(), 2);
+///
+/// clock.advance_ms(50);
+/// assert!(timer.advance_clock(Duration::ZERO));
+/// timer.wait_for_executor();
+/// assert_eq!(rx.try_recv(), Ok("a"));
+/// assert!(timer.cancel(&b));
+/// assert_eq!(timer.size(), 0);
+/// ```
+pub struct Timer<T: TimerTask = Box<dyn FnOnce() + Send>> {
+    wheel: Mutex<TimingWheel<T>>,
+    queue: Arc<DelayQueue<u32>>,
+    clock: Arc<dyn Clock>,
+    executor: Executor<T>,
+    /// Mirror of `wheel.len()`, refreshed under the wheel lock, so that
+    /// `size()` never takes the lock.
+    size: AtomicUsize,
+    shut_down: AtomicBool,
+    name: String,
+    tick_ms: u64,
+}
+
 impl<T: TimerTask> Timer<T> {
-    pub fn new() -> Self { todo!() }
-    pub fn builder() -> TimerBuilder { TimerBuilder { tick: Duration::from_millis(1), wheel_size: 20, clock: None, name: "timer".into() } }
-    pub fn add(&self, delay: Duration, task: T) -> Result<TimerHandle, ShutdownError<T>> { todo!() }
-    pub fn cancel(&self, handle: &TimerHandle) -> bool { todo!() }
-    pub fn advance_clock(&self, timeout: Duration) -> bool { todo!() }
-    pub fn size(&self) -> usize { todo!() }
-    pub fn shutdown(&self) -> Vec<T> { todo!() }
-    pub fn is_shutdown(&self) -> bool { todo!() }
-    pub fn wait_for_executor(&self) { todo!() }
-    pub fn clock(&self) -> &Arc<dyn Clock> { &self.clock }
-    pub fn name(&self) -> &str { todo!() }
-}
-impl<T: TimerTask> Default for Timer<T> { fn default() -> Self { Self::new() } }
+    /// A timer with Kafka's defaults: tick 1 ms, wheel size 20, real time.
+    ///
+    /// # Panics
+    /// If the executor thread cannot be spawned (as `std::thread::spawn`);
+    /// use [`Timer::builder`] to get that as an error value.
+    pub fn new() -> Self {
+        match Self::builder().build() {
+            Ok(timer) => timer,
+            Err(e) => panic!("cannot start a timer: {e}"),
+        }
+    }
 
-#[derive(Debug)]
-pub struct Reaper {}
-impl Reaper {
-    pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(200);
-    pub fn start<T: TimerTask>(timer: Arc<Timer<T>>) -> Reaper { todo!() }
-    pub fn with_poll_interval<T: TimerTask>(timer: Arc<Timer<T>>, poll: Duration) -> Reaper { todo!() }
-    pub fn stop(self) {}
+    /// A builder, starting from Kafka's defaults.
+    pub fn builder() -> TimerBuilder {
+        TimerBuilder::default()
+    }
+
+    /// Schedules `task` to run once `delay` has passed.
+    ///
+    /// The deadline is the clock's reading plus `delay`, rounded up to the
+    /// tick (saturating: `Duration::MAX` never fires). A zero delay hands the
+    /// task to the executor at once. The returned handle cancels the task; for
+    /// a task that went straight to the executor it is already stale.
+    ///
+    /// After [`shutdown`](Timer::shutdown) the task is given back in the error.
+    pub fn add(&self, delay: Duration, task: T) -> Result<TimerHandle, ShutdownError<T>> {
+        let now = self.clock.now_nanos();
+        let delay = u64::try_from(delay.as_nanos()).unwrap_or(u64::MAX);
+        if delay == 0 {
+            return self.run_now(task);
+        }
+        let deadline_ms = now.saturating_add(delay).div_ceil(NANOS_PER_MS);
+        let mut wheel = self.wheel.lock();
+        if self.shut_down.load(Ordering::Acquire) {
+            return Err(ShutdownError(task));
+        }
+        match wheel.insert(deadline_ms, task) {
+            Insertion::Scheduled(handle) => {
+                self.size.store(wheel.len(), Ordering::Relaxed);
+                Ok(handle)
+            }
+            Insertion::Expired(task) => {
+                drop(wheel);
+                self.run_now(task)
+            }
+        }
+    }
+
+    fn run_now(&self, task: T) -> Result<TimerHandle, ShutdownError<T>> {
+        if self.shut_down.load(Ordering::Acquire) {
+            return Err(ShutdownError(task));
+        }
+        self.executor.submit(task).map_err(ShutdownError)?;
+        Ok(TimerHandle::DETACHED)
+    }
+
+    /// Cancels a waiting task. Returns `true` iff this call stopped it from
+    /// running; `false` for a task that already fired, is firing, was
+    /// cancelled before, or for a stale handle. The task is dropped at once
+    /// (outside the timer's lock), freeing its memory.
+    pub fn cancel(&self, handle: &TimerHandle) -> bool {
+        let task = {
+            let mut wheel = self.wheel.lock();
+            let task = wheel.cancel(*handle);
+            self.size.store(wheel.len(), Ordering::Relaxed);
+            task
+        };
+        task.is_some()
+    }
+
+    /// Drives the clock: waits up to `timeout` for the earliest bucket to
+    /// come due (waking early if an earlier one is added or the timer shuts
+    /// down), then expires everything due by the clock, handing expired tasks
+    /// to the executor. Returns whether any bucket was due.
+    pub fn advance_clock(&self, timeout: Duration) -> bool {
+        if self.is_shutdown() || !self.queue.wait_until_due(timeout) {
+            return false;
+        }
+        let now = self.clock.now_ms();
+        let mut any = false;
+        loop {
+            let mut expired = Vec::new();
+            let step = {
+                let mut wheel = self.wheel.lock();
+                if self.shut_down.load(Ordering::Acquire) {
+                    return any;
+                }
+                let step = wheel.advance_bounded(now, FLUSH_CHUNK, |task| expired.push(task));
+                self.size.store(wheel.len(), Ordering::Relaxed);
+                step
+            };
+            any |= step.buckets > 0 || step.moved > 0;
+            if !expired.is_empty() {
+                if let Err(tasks) = self.executor.submit_batch(expired) {
+                    // Only after shutdown; such tasks are dropped unrun,
+                    // like the rest of the pending ones.
+                    log::warn!(
+                        "timer {}: {} expired tasks dropped by shutdown",
+                        self.name,
+                        tasks.len()
+                    );
+                }
+            }
+            if step.done {
+                return any;
+            }
+        }
+    }
+
+    /// Number of tasks waiting in the wheel (not counting tasks already
+    /// handed to the executor). Never takes the timer's lock.
+    pub fn size(&self) -> usize {
+        self.size.load(Ordering::Relaxed)
+    }
+
+    /// Blocks until every task handed to the executor before this call has
+    /// run. With a [`ManualClock`](crate::ManualClock) this makes tests
+    /// deterministic: move the clock, `advance_clock(Duration::ZERO)`, wait,
+    /// then assert. Returns at once when called from a task (on the
+    /// executor thread) or after shutdown.
+    pub fn wait_for_executor(&self) {
+        self.executor.wait_idle();
+    }
+
+    /// Shuts the timer down and returns the tasks still waiting, which never
+    /// run (Kafka drops them; here the caller decides). Tasks already handed
+    /// to the executor run before this returns (unless it is called from a
+    /// task, on the executor thread: they then run after the current one).
+    /// Wakes any thread in [`advance_clock`](Timer::advance_clock); later
+    /// adds fail with [`ShutdownError`]. Calling it again returns nothing.
+    pub fn shutdown(&self) -> Vec<T> {
+        if self.shut_down.swap(true, Ordering::AcqRel) {
+            return Vec::new();
+        }
+        let pending = {
+            let mut wheel = self.wheel.lock();
+            let pending = wheel.drain();
+            self.size.store(0, Ordering::Relaxed);
+            pending
+        };
+        self.queue.close();
+        self.executor.close();
+        log::debug!(
+            "timer {}: shut down with {} tasks pending",
+            self.name,
+            pending.len()
+        );
+        pending
+    }
+
+    /// Whether [`shutdown`](Timer::shutdown) has been called.
+    pub fn is_shutdown(&self) -> bool {
+        self.shut_down.load(Ordering::Acquire)
+    }
+
+    /// The clock this timer reads.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
+    /// The timer's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The tick, in milliseconds.
+    pub fn tick_ms(&self) -> u64 {
+        self.tick_ms
+    }
+
+    /// Wakes a thread blocked in `advance_clock` so that it returns (used by
+    /// the reaper to stop promptly).
+    pub(crate) fn wake(&self) {
+        self.queue.wake();
+    }
 }
-fn _unused() -> SystemClock { SystemClock::new() }
+
+impl<T: TimerTask> Default for Timer<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T: TimerTask> Drop for Timer<T> {
+    /// Shuts down; pending tasks are dropped without running.
+    fn drop(&mut self) {
+        drop(self.shutdown());
+    }
+}
+
+impl<T: TimerTask> fmt::Debug for Timer<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Timer")
+            .field("name", &self.name)
+            .field("tick_ms", &self.tick_ms)
+            .field("size", &self.size())
+            .field("shut_down", &self.is_shutdown())
+            .finish()
+    }
+}

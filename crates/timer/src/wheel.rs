@@ -1,26 +1,418 @@
-//! PLACEHOLDER API: signatures are final, bodies are being written.
-#![allow(missing_docs, unused_variables, dead_code)]
-use crate::{ConfigError, TimerHandle};
+//! The hierarchical timing wheel: Kafka's `TimingWheel` levels over one
+//! arena of entries, driven by a [`DelayQueue`] of buckets.
+//!
+//! # Levels
+//!
+//! Level 0 has `wheel_size` buckets of `tick` ms each and covers
+//! `interval = tick * wheel_size` ms from its `current_time`. Level `l + 1`
+//! is created lazily when a deadline does not fit below it; its tick is the
+//! interval of level `l`. With Kafka's defaults (tick 1 ms, 20 buckets):
+//!
+//! | level | tick    | interval |
+//! |-------|---------|----------|
+//! | 0     | 1 ms    | 20 ms    |
+//! | 1     | 20 ms   | 400 ms   |
+//! | 2     | 400 ms  | 8 s      |
+//! | 3     | 8 s     | 160 s    |
+//! | 4     | 160 s   | 53.3 min |
+//!
+//! # Placing an entry (Kafka's `add`)
+//!
+//! Walking up from level 0, with `c` the level's current time:
+//! - `deadline < c + tick` (level 0 only): already expired, hand it back;
+//! - `deadline < c + interval`: it goes into bucket
+//!   `(deadline / tick) % wheel_size`, whose expiration becomes
+//!   `(deadline / tick) * tick`, the *start* of the bucket's range; when that
+//!   expiration changes the bucket is offered to the delay queue;
+//! - otherwise try the next level (creating it if needed).
+//!
+//! A level's current-time bucket is never used for a new entry (the first
+//! rule, or the level below, covers its range), so a bucket never holds
+//! entries from two rounds of its wheel.
+//!
+//! # Advancing
+//!
+//! [`TimingWheel::advance`] pops due buckets from the delay queue in
+//! expiration order. For each it first moves every level's current time up
+//! to the bucket's expiration (rounded down to the level's tick), then
+//! re-places each entry of the bucket: an entry from a coarse level lands in
+//! a finer one ("cascading"), and an entry whose deadline has come is
+//! expired. The clock thus jumps from due bucket to due bucket, never
+//! through empty ticks. When no bucket is due any more, every level's time
+//! moves up to `now`, which is safe because no bucket due by then is left.
+//!
+//! # Never early
+//!
+//! [`TimingWheel::insert`] rounds deadlines *up* to a multiple of the tick,
+//! so a level-0 bucket's expiration equals the deadline of each of its
+//! entries, and an entry is expired only once the wheel's time has reached
+//! its deadline. (Kafka rounds down and can fire up to a tick early.)
+//! Deadlines beyond [`MAX_DEADLINE_MS`] are clamped to it, so huge delays
+//! saturate instead of overflowing and wrapping into the past.
 
-/// What `TimingWheel::insert` did with a task.
+use std::fmt;
+use std::sync::Arc;
+
+use crate::bucket::{Bucket, NO_EXPIRATION};
+use crate::delay_queue::DelayQueue;
+use crate::entries::{Entries, TimerHandle};
+use crate::ConfigError;
+
+/// The latest deadline a wheel keeps, in ms after its clock's origin (about
+/// 146,000 years): later deadlines are clamped to it. Keeping deadlines a
+/// factor of four below `u64::MAX` leaves room for every level's
+/// `current_time + interval` without overflow.
+pub const MAX_DEADLINE_MS: u64 = u64::MAX / 4;
+
+/// Largest accepted wheel size: keeps bucket ids (level × size + slot) in a
+/// `u32` for every possible number of levels.
+pub const MAX_WHEEL_SIZE: usize = 1 << 16;
+
+/// What [`TimingWheel::insert`] did with a task.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Insertion<T> {
     /// The task waits in the wheel; the handle cancels it.
     Scheduled(TimerHandle),
-    /// The deadline has already passed (it is before the end of the current tick): the task is handed back to run now.
+    /// The deadline is within the current tick (or earlier): the task is
+    /// handed back, to be run now.
     Expired(T),
 }
 
-#[derive(Debug)]
-pub struct TimingWheel<T> { _t: Vec<T> }
+/// Progress of one bounded call to [`TimingWheel::advance_bounded`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Advance {
+    /// Entries taken out of due buckets (re-placed or expired).
+    pub moved: usize,
+    /// Entries expired (handed to the callback).
+    pub expired: usize,
+    /// Due buckets popped from the delay queue.
+    pub buckets: usize,
+    /// Whether nothing due at `now` is left.
+    pub done: bool,
+}
+
+/// One level of the wheel: its granularity and its own current time.
+#[derive(Debug, Clone, Copy)]
+struct Level {
+    /// Width of one bucket, ms.
+    tick: u64,
+    /// `tick * wheel_size`, saturating: the span the level covers.
+    interval: u64,
+    /// Start of the level's current bucket: a multiple of `tick`.
+    current_time: u64,
+}
+
+/// A hierarchical timing wheel holding tasks of type `T`.
+///
+/// Single-threaded: it never reads a clock (callers pass `now`), never
+/// blocks and never spawns. [`Timer`](crate::Timer) wraps it for use from
+/// many threads.
+///
+/// ```
+/// use timer::{Insertion, TimingWheel};
+///
+/// let mut wheel = TimingWheel::new(1, 20, 0).unwrap();
+/// let Insertion::Scheduled(handle) = wheel.insert(30, "later") else { unreachable!() };
+/// wheel.insert(10, "soon");
+/// assert!(matches!(wheel.insert(0, "now"), Insertion::Expired("now")));
+///
+/// let mut fired = Vec::new();
+/// wheel.advance(10, |task| fired.push(task));
+/// assert_eq!(fired, ["soon"]);
+/// assert_eq!(wheel.cancel(handle), Some("later"));
+/// assert_eq!(wheel.cancel(handle), None); // stale handles are harmless
+/// ```
+pub struct TimingWheel<T> {
+    entries: Entries<T>,
+    /// All levels' buckets: level `l` owns `buckets[l * size .. (l + 1) * size]`.
+    buckets: Vec<Bucket>,
+    levels: Vec<Level>,
+    wheel_size: u64,
+    queue: Arc<DelayQueue<u32>>,
+    /// A due bucket popped from the queue whose entries are not all moved yet
+    /// (see `advance_bounded`).
+    flushing: Option<u32>,
+}
+
 impl<T> TimingWheel<T> {
-    pub fn new(tick_ms: u64, wheel_size: usize, start_ms: u64) -> Result<Self, ConfigError> { todo!() }
-    pub fn reserve(&mut self, additional: usize) { todo!() }
-    pub fn insert(&mut self, deadline_ms: u64, task: T) -> Insertion<T> { todo!() }
-    pub fn cancel(&mut self, handle: TimerHandle) -> Option<T> { todo!() }
-    pub fn advance(&mut self, now_ms: u64, expired: impl FnMut(T)) -> usize { todo!() }
-    pub fn next_expiration(&self) -> Option<u64> { todo!() }
-    pub fn len(&self) -> usize { todo!() }
-    pub fn is_empty(&self) -> bool { todo!() }
-    pub fn current_time(&self) -> u64 { todo!() }
+    /// A wheel of `wheel_size` buckets of `tick_ms` each, whose time starts
+    /// at `start_ms` (rounded down to the tick). Its delay queue reads a
+    /// clock that is never advanced; use [`TimingWheel::with_queue`] to share
+    /// one with a blocking consumer.
+    pub fn new(tick_ms: u64, wheel_size: usize, start_ms: u64) -> Result<Self, ConfigError> {
+        let queue = Arc::new(DelayQueue::new(crate::ManualClock::new()));
+        Self::with_queue(tick_ms, wheel_size, start_ms, queue)
+    }
+
+    /// Like [`TimingWheel::new`], offering due buckets to `queue` (whose
+    /// clock a blocking consumer waits on).
+    pub fn with_queue(
+        tick_ms: u64,
+        wheel_size: usize,
+        start_ms: u64,
+        queue: Arc<DelayQueue<u32>>,
+    ) -> Result<Self, ConfigError> {
+        if tick_ms == 0 {
+            return Err(ConfigError::ZeroTick);
+        }
+        if !(2..=MAX_WHEEL_SIZE).contains(&wheel_size) {
+            return Err(ConfigError::WheelSizeOutOfRange {
+                requested: wheel_size,
+                min: 2,
+                max: MAX_WHEEL_SIZE,
+            });
+        }
+        let wheel_size = wheel_size as u64;
+        let mut wheel = TimingWheel {
+            entries: Entries::new(),
+            buckets: Vec::new(),
+            levels: Vec::new(),
+            wheel_size,
+            queue,
+            flushing: None,
+        };
+        wheel.push_level(tick_ms, start_ms - start_ms % tick_ms);
+        Ok(wheel)
+    }
+
+    /// The wheel's tick (level 0's bucket width), ms.
+    pub fn tick_ms(&self) -> u64 {
+        self.levels[0].tick
+    }
+
+    /// Buckets per level.
+    pub fn wheel_size(&self) -> usize {
+        self.wheel_size as usize
+    }
+
+    /// Levels created so far (overflow levels appear on demand).
+    pub fn levels(&self) -> usize {
+        self.levels.len()
+    }
+
+    /// The wheel's time: the start of level 0's current tick.
+    pub fn current_time(&self) -> u64 {
+        self.levels[0].current_time
+    }
+
+    /// Number of tasks waiting.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether no task is waiting.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Makes room for `additional` more waiting tasks without reallocating.
+    pub fn reserve(&mut self, additional: usize) {
+        self.entries.reserve(additional);
+    }
+
+    /// The delay queue of this wheel's buckets.
+    pub fn delay_queue(&self) -> &Arc<DelayQueue<u32>> {
+        &self.queue
+    }
+
+    /// The expiration of the earliest bucket not yet flushed, if any. It can
+    /// belong to a bucket that cancellations have emptied (advancing to it
+    /// then expires nothing), as in Kafka.
+    pub fn next_expiration(&self) -> Option<u64> {
+        match self.flushing {
+            Some(bucket) => Some(self.buckets[bucket as usize].expiration()),
+            None => self.queue.peek_expiration(),
+        }
+    }
+
+    /// Rounds `deadline_ms` the way [`insert`](Self::insert) does: up to a
+    /// multiple of the tick, clamped to [`MAX_DEADLINE_MS`].
+    pub fn round_deadline(&self, deadline_ms: u64) -> u64 {
+        let tick = self.tick_ms();
+        let max = MAX_DEADLINE_MS - MAX_DEADLINE_MS % tick;
+        deadline_ms
+            .min(max)
+            .div_ceil(tick)
+            .saturating_mul(tick)
+            .min(max)
+    }
+
+    /// Schedules `task` to expire at `deadline_ms` (see
+    /// [`round_deadline`](Self::round_deadline)). A deadline before the end
+    /// of the current tick hands the task back as [`Insertion::Expired`].
+    pub fn insert(&mut self, deadline_ms: u64, task: T) -> Insertion<T> {
+        let deadline = self.round_deadline(deadline_ms);
+        let Level {
+            tick, current_time, ..
+        } = self.levels[0];
+        if deadline < current_time.saturating_add(tick) {
+            return Insertion::Expired(task);
+        }
+        let index = self.entries.insert(deadline, task);
+        let placed = self.place(index, deadline);
+        debug_assert!(placed, "a deadline past the current tick is always placed");
+        Insertion::Scheduled(self.entries.handle(index))
+    }
+
+    /// Whether `handle` names a task still waiting in the wheel.
+    pub fn contains(&self, handle: TimerHandle) -> bool {
+        self.entries.resolve(handle).is_some()
+    }
+
+    /// The (rounded) deadline of a waiting task.
+    pub fn deadline(&self, handle: TimerHandle) -> Option<u64> {
+        let index = self.entries.resolve(handle)?;
+        Some(self.entries.slot(index).deadline)
+    }
+
+    /// Removes a waiting task and returns it; `None` when the handle is
+    /// stale (the task expired, was cancelled, or the slot was reused).
+    pub fn cancel(&mut self, handle: TimerHandle) -> Option<T> {
+        let index = self.entries.resolve(handle)?;
+        let bucket = self.entries.slot(index).bucket;
+        self.buckets[bucket as usize].unlink(&mut self.entries, index);
+        Some(self.entries.remove(index))
+    }
+
+    /// Expires every task due at `now_ms`, handing each to `expired` in
+    /// deadline order (ties in no particular order). Returns how many expired.
+    pub fn advance(&mut self, now_ms: u64, mut expired: impl FnMut(T)) -> usize {
+        let mut count = 0;
+        loop {
+            let step = self.advance_bounded(now_ms, usize::MAX, &mut expired);
+            count += step.expired;
+            if step.done {
+                return count;
+            }
+        }
+    }
+
+    /// Like [`advance`](Self::advance), but moves at most `budget` entries
+    /// and then returns (`done == false`), so that a caller holding a lock
+    /// can release it between chunks of a large flush. The next call resumes
+    /// where this one stopped.
+    pub fn advance_bounded(
+        &mut self,
+        now_ms: u64,
+        budget: usize,
+        mut expired: impl FnMut(T),
+    ) -> Advance {
+        // Every deadline is at most MAX_DEADLINE_MS, so a later `now` expires
+        // exactly what MAX_DEADLINE_MS does; clamping keeps every level's
+        // `current_time + interval` far from overflow.
+        let now_ms = now_ms.min(MAX_DEADLINE_MS);
+        let mut step = Advance::default();
+        loop {
+            if let Some(bucket) = self.flushing {
+                while step.moved < budget {
+                    let Some(index) = self.buckets[bucket as usize].pop_front(&mut self.entries)
+                    else {
+                        break;
+                    };
+                    step.moved += 1;
+                    let deadline = self.entries.slot(index).deadline;
+                    if !self.place(index, deadline) {
+                        step.expired += 1;
+                        expired(self.entries.remove(index));
+                    }
+                }
+                if !self.buckets[bucket as usize].is_empty() {
+                    return step;
+                }
+                self.buckets[bucket as usize].set_expiration(NO_EXPIRATION);
+                self.flushing = None;
+            }
+            let Some((expiration, bucket)) = self.queue.poll_due(now_ms) else {
+                self.advance_levels(now_ms);
+                step.done = true;
+                return step;
+            };
+            if self.buckets[bucket as usize].expiration() != expiration {
+                continue; // stale: the bucket was flushed and re-armed since
+            }
+            step.buckets += 1;
+            self.advance_levels(expiration);
+            self.flushing = Some(bucket);
+        }
+    }
+
+    /// Takes every waiting task out of the wheel (for shutdown), leaving it
+    /// empty; the delay queue is cleared too.
+    pub fn drain(&mut self) -> Vec<T> {
+        let mut tasks = Vec::with_capacity(self.entries.len());
+        self.entries.drain(|task| tasks.push(task));
+        for bucket in &mut self.buckets {
+            *bucket = Bucket::EMPTY;
+        }
+        self.flushing = None;
+        self.queue.clear();
+        tasks
+    }
+
+    /// Links entry `index` into the bucket its deadline belongs to; returns
+    /// `false` when the deadline has come (the entry stays unlinked).
+    fn place(&mut self, index: u32, deadline: u64) -> bool {
+        let mut level = 0;
+        loop {
+            let Level {
+                tick,
+                interval,
+                current_time,
+            } = self.levels[level];
+            if deadline < current_time.saturating_add(tick) {
+                debug_assert_eq!(level, 0, "only level 0 expires entries");
+                return false;
+            }
+            if deadline < current_time.saturating_add(interval) {
+                let virtual_id = deadline / tick;
+                let id = level as u64 * self.wheel_size + virtual_id % self.wheel_size;
+                let id = id as u32;
+                let bucket = &mut self.buckets[id as usize];
+                bucket.push_back(id, &mut self.entries, index);
+                let expiration = virtual_id * tick;
+                if bucket.set_expiration(expiration) {
+                    self.queue.offer(expiration, id);
+                }
+                return true;
+            }
+            level += 1;
+            if level == self.levels.len() {
+                let below = self.levels[level - 1];
+                // Kafka: the overflow wheel starts at the current time of the
+                // level below (rounded down to its own tick).
+                self.push_level(below.interval, below.current_time);
+            }
+        }
+    }
+
+    fn push_level(&mut self, tick: u64, start: u64) {
+        self.levels.push(Level {
+            tick,
+            interval: tick.saturating_mul(self.wheel_size),
+            current_time: start - start % tick,
+        });
+        self.buckets
+            .extend(std::iter::repeat_n(Bucket::EMPTY, self.wheel_size as usize));
+    }
+
+    /// Moves every level's time up to `time` (rounded down to its tick).
+    fn advance_levels(&mut self, time: u64) {
+        for level in &mut self.levels {
+            if time >= level.current_time.saturating_add(level.tick) {
+                level.current_time = time - time % level.tick;
+            }
+        }
+    }
+}
+
+impl<T> fmt::Debug for TimingWheel<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TimingWheel")
+            .field("tick_ms", &self.tick_ms())
+            .field("wheel_size", &self.wheel_size)
+            .field("levels", &self.levels.len())
+            .field("current_time", &self.current_time())
+            .field("len", &self.len())
+            .finish()
+    }
 }

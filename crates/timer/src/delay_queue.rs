@@ -1,0 +1,349 @@
+//! The delay queue: a thread-safe priority queue of items (the wheel's
+//! buckets) ordered by expiration, with a blocking [`DelayQueue::poll`].
+//!
+//! It is what lets the clock jump from one due bucket straight to the next:
+//! the reaper sleeps until the head item is due instead of ticking through
+//! empty milliseconds. The wheel offers a bucket only when the bucket's
+//! expiration changes, so the queue holds at most one item per non-empty
+//! bucket and its size is bounded by the number of buckets, not of tasks.
+//!
+//! Invariants:
+//! - Items come out in expiration order; items with equal expirations come
+//!   out in the order they were offered.
+//! - A waiter is woken when an item is offered that becomes the new head
+//!   (it may be due earlier than what the waiter sleeps for), on
+//!   [`DelayQueue::wake`], and on [`DelayQueue::close`]; it then re-reads the
+//!   head, so spurious wake-ups are harmless.
+//! - An item is *due* when the clock's millisecond reading is at least its
+//!   expiration: never earlier.
+
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::clock::{Clock, NANOS_PER_MS};
+
+/// A priority queue of items keyed by expiration (milliseconds on the
+/// queue's [`Clock`]), whose consumers can block until the head is due.
+///
+/// ```
+/// use std::time::Duration;
+/// use timer::{DelayQueue, ManualClock};
+///
+/// let clock = ManualClock::new();
+/// let queue = DelayQueue::new(clock.clone());
+/// queue.offer(20, "b");
+/// queue.offer(10, "a");
+/// assert_eq!(queue.poll(Duration::ZERO), None); // nothing due at 0 ms
+/// clock.set_ms(15);
+/// assert_eq!(queue.poll(Duration::ZERO), Some((10, "a")));
+/// assert_eq!(queue.peek_expiration(), Some(20));
+/// ```
+pub struct DelayQueue<T> {
+    state: Mutex<State<T>>,
+    changed: Condvar,
+    clock: Arc<dyn Clock>,
+}
+
+struct State<T> {
+    heap: BinaryHeap<Item<T>>,
+    /// Tie-breaker so equal expirations leave in offer order.
+    next_seq: u64,
+    /// Bumped by `wake` so that waiters notice a wake-up that is not an offer.
+    wakes: u64,
+    closed: bool,
+}
+
+struct Item<T> {
+    expiration: u64,
+    seq: u64,
+    value: T,
+}
+
+// `BinaryHeap` is a max-heap: reverse the order so the earliest item is on top.
+impl<T> Ord for Item<T> {
+    fn cmp(&self, other: &Self) -> Ordering {
+        (other.expiration, other.seq).cmp(&(self.expiration, self.seq))
+    }
+}
+impl<T> PartialOrd for Item<T> {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl<T> PartialEq for Item<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+impl<T> Eq for Item<T> {}
+
+impl<T> DelayQueue<T> {
+    /// An empty queue reading time from `clock`.
+    pub fn new(clock: impl Clock) -> Self {
+        Self::with_shared_clock(Arc::new(clock))
+    }
+
+    /// An empty queue reading time from a shared clock.
+    pub fn with_shared_clock(clock: Arc<dyn Clock>) -> Self {
+        DelayQueue {
+            state: Mutex::new(State {
+                heap: BinaryHeap::new(),
+                next_seq: 0,
+                wakes: 0,
+                closed: false,
+            }),
+            changed: Condvar::new(),
+            clock,
+        }
+    }
+
+    /// The clock the queue reads.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
+    /// Adds an item due at `expiration` ms. Wakes waiters when it becomes the
+    /// new head. Returns `false` (and drops nothing: the item is kept) only
+    /// to report that the queue is closed; offers to a closed queue are
+    /// still stored, so that nothing is lost.
+    pub fn offer(&self, expiration: u64, value: T) -> bool {
+        let mut state = self.state.lock();
+        let seq = state.next_seq;
+        state.next_seq += 1;
+        let new_head = state.heap.peek().is_none_or(|h| expiration < h.expiration);
+        state.heap.push(Item {
+            expiration,
+            seq,
+            value,
+        });
+        let open = !state.closed;
+        drop(state);
+        if new_head {
+            self.changed.notify_all();
+        }
+        open
+    }
+
+    /// Removes and returns the head if it is due at `now_ms`.
+    pub fn poll_due(&self, now_ms: u64) -> Option<(u64, T)> {
+        let mut state = self.state.lock();
+        Self::pop_due(&mut state, now_ms)
+    }
+
+    /// Waits up to `timeout` for the head to be due, then removes and returns
+    /// it. Returns `None` on timeout, on [`wake`](Self::wake) and once the
+    /// queue is closed.
+    pub fn poll(&self, timeout: Duration) -> Option<(u64, T)> {
+        let mut state = self.state.lock();
+        if self.wait_due(&mut state, timeout) {
+            Self::pop_due(&mut state, self.clock.now_ms())
+        } else {
+            None
+        }
+    }
+
+    /// Waits up to `timeout` until the head item is due, without removing it.
+    ///
+    /// Returns `true` when an item is due; `false` on timeout, when woken by
+    /// [`wake`](Self::wake), or when the queue is closed. Wakes early when an
+    /// earlier item is offered, and then waits for that one instead.
+    pub fn wait_until_due(&self, timeout: Duration) -> bool {
+        let mut state = self.state.lock();
+        self.wait_due(&mut state, timeout)
+    }
+
+    /// The expiration of the head item, due or not.
+    pub fn peek_expiration(&self) -> Option<u64> {
+        self.state.lock().heap.peek().map(|item| item.expiration)
+    }
+
+    /// Number of items queued.
+    pub fn len(&self) -> usize {
+        self.state.lock().heap.len()
+    }
+
+    /// Whether no item is queued.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Removes every item.
+    pub fn clear(&self) {
+        self.state.lock().heap.clear();
+    }
+
+    /// Wakes every waiter once; each returns as if its timeout had passed.
+    pub fn wake(&self) {
+        self.state.lock().wakes += 1;
+        self.changed.notify_all();
+    }
+
+    /// Closes the queue: waiters return at once and later waits do not block.
+    pub fn close(&self) {
+        self.state.lock().closed = true;
+        self.changed.notify_all();
+    }
+
+    /// Whether [`close`](Self::close) has been called.
+    pub fn is_closed(&self) -> bool {
+        self.state.lock().closed
+    }
+
+    fn pop_due(state: &mut State<T>, now_ms: u64) -> Option<(u64, T)> {
+        if state.heap.peek()?.expiration <= now_ms {
+            let item = state.heap.pop()?;
+            Some((item.expiration, item.value))
+        } else {
+            None
+        }
+    }
+
+    /// The waiting loop shared by `poll` and `wait_until_due`; called with the
+    /// state locked, returns with it locked.
+    fn wait_due(
+        &self,
+        state: &mut parking_lot::MutexGuard<'_, State<T>>,
+        timeout: Duration,
+    ) -> bool {
+        let give_up = Instant::now().checked_add(timeout);
+        let wakes = state.wakes;
+        loop {
+            if state.closed || state.wakes != wakes {
+                return false;
+            }
+            let now_nanos = self.clock.now_nanos();
+            // How long until the head is due, on the queue's clock.
+            let due_in = match state.heap.peek() {
+                Some(head) => {
+                    let due_at = head.expiration.saturating_mul(NANOS_PER_MS);
+                    if now_nanos >= due_at {
+                        return true;
+                    }
+                    Some(Duration::from_nanos(due_at - now_nanos))
+                }
+                None => None,
+            };
+            let now = Instant::now();
+            let left = match give_up {
+                Some(give_up) if give_up <= now => return false,
+                Some(give_up) => give_up - now,
+                None => Duration::MAX,
+            };
+            let wait = due_in.map_or(left, |due_in| due_in.min(left));
+            // A wait that ends by timeout loops back to re-read the clock: the
+            // head may be due now, or (with a manual clock) the caller's
+            // timeout may have passed.
+            match Instant::now().checked_add(wait) {
+                Some(until) => {
+                    self.changed.wait_until(state, until);
+                }
+                None => self.changed.wait(state),
+            }
+        }
+    }
+}
+
+impl<T> fmt::Debug for DelayQueue<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = self.state.lock();
+        f.debug_struct("DelayQueue")
+            .field("len", &state.heap.len())
+            .field("head_expiration", &state.heap.peek().map(|i| i.expiration))
+            .field("closed", &state.closed)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{ManualClock, SystemClock};
+    use std::thread;
+
+    #[test]
+    fn items_leave_in_expiration_then_offer_order() {
+        let clock = ManualClock::starting_at_ms(100);
+        let queue = DelayQueue::new(clock.clone());
+        for (exp, v) in [(30, 'c'), (10, 'a'), (20, 'b'), (10, 'z')] {
+            queue.offer(exp, v);
+        }
+        let mut out = Vec::new();
+        while let Some(item) = queue.poll_due(100) {
+            out.push(item);
+        }
+        assert_eq!(out, vec![(10, 'a'), (10, 'z'), (20, 'b'), (30, 'c')]);
+    }
+
+    #[test]
+    fn nothing_is_due_before_its_expiration() {
+        let clock = ManualClock::starting_at_ms(9);
+        let queue = DelayQueue::new(clock.clone());
+        queue.offer(10, ());
+        assert!(!queue.wait_until_due(Duration::ZERO));
+        assert_eq!(queue.poll(Duration::ZERO), None);
+        clock.advance(Duration::from_micros(999));
+        assert_eq!(queue.poll(Duration::ZERO), None, "9.999 ms is not 10 ms");
+        clock.advance(Duration::from_micros(1));
+        assert_eq!(queue.poll(Duration::ZERO), Some((10, ())));
+        assert!(queue.is_empty());
+    }
+
+    #[test]
+    fn empty_queue_poll_times_out() {
+        let queue: DelayQueue<()> = DelayQueue::new(ManualClock::new());
+        assert_eq!(queue.poll(Duration::from_millis(1)), None);
+    }
+
+    // Real-time tests: they prove the blocking path, so they wait (briefly).
+    #[test]
+    fn poll_wakes_early_when_an_earlier_item_arrives() {
+        let queue = Arc::new(DelayQueue::new(SystemClock::new()));
+        queue.offer(60_000, "late");
+        let poller = {
+            let queue = queue.clone();
+            thread::spawn(move || {
+                let started = Instant::now();
+                let got = queue.poll(Duration::from_secs(30));
+                (got, started.elapsed())
+            })
+        };
+        thread::sleep(Duration::from_millis(20));
+        let now = queue.clock().now_ms();
+        queue.offer(now + 5, "early");
+        let (got, waited) = poller.join().unwrap();
+        assert_eq!(got.map(|(_, v)| v), Some("early"));
+        assert!(waited < Duration::from_secs(10), "woke for the early item");
+    }
+
+    #[test]
+    fn close_and_wake_release_waiters() {
+        let queue: Arc<DelayQueue<()>> = Arc::new(DelayQueue::new(SystemClock::new()));
+        let waiter = |queue: Arc<DelayQueue<()>>| {
+            thread::spawn(move || queue.wait_until_due(Duration::from_secs(60)))
+        };
+        let woken = waiter(queue.clone());
+        // A wake that lands before the waiter starts waiting is not seen by
+        // it, so wake until it returns.
+        while !woken.is_finished() {
+            queue.wake();
+            thread::sleep(Duration::from_millis(1));
+        }
+        assert!(!woken.join().unwrap());
+        let closed = waiter(queue.clone());
+        queue.close();
+        assert!(
+            !closed.join().unwrap(),
+            "close is sticky: seen even if it came first"
+        );
+        assert!(queue.is_closed());
+        assert!(
+            !queue.wait_until_due(Duration::MAX),
+            "a closed queue never blocks"
+        );
+    }
+}

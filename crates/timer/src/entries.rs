@@ -1,0 +1,280 @@
+//! The arena that owns every pending timer entry.
+//!
+//! An entry lives in one [`Slot`] of a `Vec` for as long as it waits in the
+//! wheel, so inserting never allocates once the arena has grown to the peak
+//! number of pending tasks, and every other structure (bucket lists, handles)
+//! refers to an entry by its `u32` index instead of a pointer.
+//!
+//! Invariants:
+//! - A slot is *occupied* iff its `bucket` field is not [`VACANT`]; exactly
+//!   the occupied slots hold an initialised task.
+//! - Vacant slots form a singly linked free list through their `next` field,
+//!   headed by `Entries::free_head`; freeing pushes, allocating pops (LIFO, so
+//!   a freed slot is reused while it is still in cache).
+//! - A slot's `generation` changes every time the slot is freed, so a
+//!   [`TimerHandle`] taken before the free no longer matches: stale handles
+//!   are detected, never aliased (a generation would have to wrap around
+//!   2^32 frees of one slot between two uses of a handle to be fooled).
+
+use std::fmt;
+use std::mem::MaybeUninit;
+
+/// The "no entry" index, used as a null link and as the handle of tasks
+/// that never entered the wheel.
+pub(crate) const NIL: u32 = u32::MAX;
+
+/// `bucket` value of a vacant slot.
+pub(crate) const VACANT: u32 = u32::MAX;
+
+/// `bucket` value of an occupied slot that is not linked into any bucket
+/// (between allocation and linking, or while being moved).
+pub(crate) const UNLINKED: u32 = u32::MAX - 1;
+
+/// Identifies one scheduled task.
+///
+/// Handles are small (8 bytes), `Copy`, `Eq` and `Hash`, so they can be kept
+/// in maps. A handle stays harmless after its task has fired or been
+/// cancelled, and after its slot has been reused by another task: cancelling
+/// through it then does nothing and returns `false`/`None`.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TimerHandle {
+    pub(crate) index: u32,
+    pub(crate) generation: u32,
+}
+
+impl TimerHandle {
+    /// The handle of a task that never entered the wheel because it was
+    /// already due when added (it went straight to the executor).
+    pub(crate) const DETACHED: TimerHandle = TimerHandle {
+        index: NIL,
+        generation: 0,
+    };
+}
+
+impl fmt::Debug for TimerHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.index == NIL {
+            f.write_str("TimerHandle(detached)")
+        } else {
+            write!(f, "TimerHandle({}v{})", self.index, self.generation)
+        }
+    }
+}
+
+/// One arena slot: an entry when occupied, a free-list node when vacant.
+///
+/// With a `u64` or pointer-sized task this is 32 bytes. Keeping the task in a
+/// `MaybeUninit` (rather than an `Option<T>`) saves 8 bytes a slot for tasks
+/// without a niche, such as the `u64` of the W1 workload: 32 instead of 40
+/// bytes per pending task, checked by `slot_is_32_bytes_for_word_sized_tasks`.
+pub(crate) struct Slot<T> {
+    /// Previous entry in the bucket list, or [`NIL`].
+    pub(crate) prev: u32,
+    /// Next entry in the bucket list (or, when vacant, the next free slot), or [`NIL`].
+    pub(crate) next: u32,
+    /// Bucket holding the entry, [`UNLINKED`], or [`VACANT`].
+    pub(crate) bucket: u32,
+    /// Bumped on every free; see the module invariants.
+    generation: u32,
+    /// Absolute expiration in the wheel's milliseconds.
+    pub(crate) deadline: u64,
+    /// Initialised iff the slot is occupied.
+    task: MaybeUninit<T>,
+}
+
+/// The arena of entries. See the module docs for its invariants.
+pub(crate) struct Entries<T> {
+    slots: Vec<Slot<T>>,
+    free_head: u32,
+    len: usize,
+}
+
+impl<T> Entries<T> {
+    pub(crate) fn new() -> Self {
+        Entries {
+            slots: Vec::new(),
+            free_head: NIL,
+            len: 0,
+        }
+    }
+
+    /// Number of occupied slots.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Makes room for `additional` more entries without reallocating.
+    pub(crate) fn reserve(&mut self, additional: usize) {
+        let free = self.slots.len() - self.len;
+        if additional > free {
+            self.slots.reserve(additional - free);
+        }
+    }
+
+    /// Stores a task and returns its (unlinked) slot index.
+    ///
+    /// # Panics
+    /// When more than `u32::MAX - 2` entries are pending at once (about
+    /// 137 GB of entries: memory runs out long before).
+    pub(crate) fn insert(&mut self, deadline: u64, task: T) -> u32 {
+        self.len += 1;
+        if self.free_head != NIL {
+            let index = self.free_head;
+            let slot = &mut self.slots[index as usize];
+            self.free_head = slot.next;
+            slot.prev = NIL;
+            slot.next = NIL;
+            slot.bucket = UNLINKED;
+            slot.deadline = deadline;
+            slot.task.write(task);
+            return index;
+        }
+        let index = u32::try_from(self.slots.len())
+            .ok()
+            .filter(|&i| i < UNLINKED)
+            .expect("timer arena is full: more than 2^32 - 2 pending entries");
+        self.slots.push(Slot {
+            prev: NIL,
+            next: NIL,
+            bucket: UNLINKED,
+            generation: 0,
+            deadline,
+            task: MaybeUninit::new(task),
+        });
+        index
+    }
+
+    /// Frees an occupied slot and returns its task. The slot must already be
+    /// unlinked from its bucket.
+    pub(crate) fn remove(&mut self, index: u32) -> T {
+        let slot = &mut self.slots[index as usize];
+        assert!(slot.bucket != VACANT, "removing a vacant timer entry");
+        debug_assert_eq!(slot.bucket, UNLINKED, "entry still linked in a bucket");
+        slot.bucket = VACANT;
+        slot.generation = slot.generation.wrapping_add(1);
+        slot.next = self.free_head;
+        self.free_head = index;
+        self.len -= 1;
+        // SAFETY: the slot was occupied (checked above: `bucket != VACANT`),
+        // and by the module invariant an occupied slot holds an initialised
+        // task. Marking it VACANT first means the task is read exactly once
+        // and never dropped again by `Drop` or a later `remove`.
+        unsafe { slot.task.assume_init_read() }
+    }
+
+    /// The handle of an occupied slot.
+    pub(crate) fn handle(&self, index: u32) -> TimerHandle {
+        TimerHandle {
+            index,
+            generation: self.slots[index as usize].generation,
+        }
+    }
+
+    /// The slot index a handle names, if the handle is still current.
+    pub(crate) fn resolve(&self, handle: TimerHandle) -> Option<u32> {
+        let slot = self.slots.get(handle.index as usize)?;
+        (slot.bucket != VACANT && slot.generation == handle.generation).then_some(handle.index)
+    }
+
+    pub(crate) fn slot(&self, index: u32) -> &Slot<T> {
+        &self.slots[index as usize]
+    }
+
+    pub(crate) fn slot_mut(&mut self, index: u32) -> &mut Slot<T> {
+        &mut self.slots[index as usize]
+    }
+
+    /// Frees every occupied slot, handing each task to `f`.
+    pub(crate) fn drain(&mut self, mut f: impl FnMut(T)) {
+        for index in 0..self.slots.len() as u32 {
+            let slot = &mut self.slots[index as usize];
+            if slot.bucket != VACANT {
+                slot.bucket = UNLINKED;
+                f(self.remove(index));
+            }
+        }
+    }
+}
+
+impl<T> Drop for Entries<T> {
+    fn drop(&mut self) {
+        for slot in &mut self.slots {
+            if slot.bucket != VACANT {
+                slot.bucket = VACANT;
+                // SAFETY: occupied slots hold an initialised task (module
+                // invariant); marking the slot VACANT first ensures it is
+                // dropped once even if a task's destructor panics midway.
+                unsafe { slot.task.assume_init_drop() }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::rc::Rc;
+
+    #[test]
+    fn slot_is_32_bytes_for_word_sized_tasks() {
+        assert_eq!(std::mem::size_of::<Slot<u64>>(), 32);
+        assert_eq!(std::mem::size_of::<Slot<std::sync::Arc<()>>>(), 32);
+    }
+
+    #[test]
+    fn insert_remove_reuses_slots_and_bumps_generation() {
+        let mut entries = Entries::new();
+        let a = entries.insert(10, "a");
+        let ha = entries.handle(a);
+        entries.slot_mut(a).bucket = UNLINKED;
+        assert_eq!(entries.remove(a), "a");
+        assert_eq!(entries.resolve(ha), None, "handle is stale after free");
+        let b = entries.insert(20, "b");
+        assert_eq!(b, a, "freed slot is reused first");
+        let hb = entries.handle(b);
+        assert_ne!(ha, hb);
+        assert_eq!(entries.resolve(hb), Some(b));
+        assert_eq!(
+            entries.resolve(ha),
+            None,
+            "old handle does not alias the new task"
+        );
+        assert_eq!(entries.len(), 1);
+    }
+
+    #[test]
+    fn unknown_handles_resolve_to_none() {
+        let entries: Entries<u8> = Entries::new();
+        assert_eq!(entries.resolve(TimerHandle::DETACHED), None);
+        assert_eq!(
+            entries.resolve(TimerHandle {
+                index: 7,
+                generation: 0
+            }),
+            None
+        );
+    }
+
+    #[test]
+    fn drop_and_drain_release_every_task_once() {
+        let token = Rc::new(());
+        let mut entries = Entries::new();
+        for i in 0..10 {
+            entries.insert(i, token.clone());
+        }
+        let third = 3;
+        entries.slot_mut(third).bucket = UNLINKED;
+        drop(entries.remove(third));
+        assert_eq!(Rc::strong_count(&token), 10);
+        let mut drained = 0;
+        let mut half = Entries::new();
+        for i in 0..4 {
+            half.insert(i, token.clone());
+        }
+        half.drain(|_| drained += 1);
+        assert_eq!(drained, 4);
+        assert_eq!(half.len(), 0);
+        drop(entries);
+        assert_eq!(Rc::strong_count(&token), 1);
+    }
+}

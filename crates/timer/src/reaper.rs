@@ -1,0 +1,146 @@
+//! The reaper: a background thread that drives a [`Timer`]'s clock.
+//!
+//! It loops on [`Timer::advance_clock`] with the poll interval as the
+//! timeout. Inside that call it sleeps until the earliest bucket is due (or
+//! the interval passes), so an idle timer costs one wake-up per poll interval
+//! and a busy one no empty ticks. Expired tasks run on the timer's executor,
+//! never on the reaper, so a slow or panicking task cannot stall it.
+//!
+//! Invariants:
+//! - The thread stops within one wake-up after [`Reaper::stop`] (or drop):
+//!   stopping wakes it out of its wait at once, and joins it.
+//! - It also stops by itself once the timer is shut down.
+//! - A panic inside the loop (only a user `Clock` could raise one) is logged
+//!   and the loop goes on.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::{self, JoinHandle};
+use std::time::Duration;
+
+use crate::executor::panic_message;
+use crate::{Timer, TimerTask};
+
+/// A running expiration reaper; stops and joins its thread on
+/// [`stop`](Reaper::stop) or drop.
+///
+/// ```
+/// use std::sync::{mpsc, Arc};
+/// use std::time::Duration;
+/// use timer::{Reaper, Timer};
+///
+/// let timer: Arc<Timer> = Arc::new(Timer::new());
+/// let reaper = Reaper::start(timer.clone());
+/// let (tx, rx) = mpsc::channel();
+/// timer.add(Duration::from_millis(5), Box::new(move || tx.send(()).unwrap())).unwrap();
+/// rx.recv_timeout(Duration::from_secs(5)).unwrap();
+/// reaper.stop();
+/// ```
+pub struct Reaper {
+    stop: Arc<AtomicBool>,
+    wake: Box<dyn Fn() + Send + Sync>,
+    thread: Option<JoinHandle<()>>,
+    name: String,
+}
+
+impl Reaper {
+    /// Kafka's reaper poll interval.
+    pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(200);
+
+    /// Starts a reaper for `timer` with the default poll interval (200 ms).
+    ///
+    /// # Panics
+    /// If the thread cannot be spawned; see [`Reaper::try_start`].
+    pub fn start<T: TimerTask>(timer: Arc<Timer<T>>) -> Reaper {
+        Self::with_poll_interval(timer, Self::DEFAULT_POLL_INTERVAL)
+    }
+
+    /// Starts a reaper that waits at most `poll` per `advance_clock` call.
+    ///
+    /// # Panics
+    /// If the thread cannot be spawned; see [`Reaper::try_start`].
+    pub fn with_poll_interval<T: TimerTask>(timer: Arc<Timer<T>>, poll: Duration) -> Reaper {
+        match Self::try_start(timer, poll) {
+            Ok(reaper) => reaper,
+            Err(e) => panic!("cannot start the expiration reaper thread: {e}"),
+        }
+    }
+
+    /// Starts a reaper, reporting a failure to spawn its thread as an error.
+    /// The thread is named `ExpirationReaper-<timer name>`, as in Kafka.
+    pub fn try_start<T: TimerTask>(
+        timer: Arc<Timer<T>>,
+        poll: Duration,
+    ) -> std::io::Result<Reaper> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let name = format!("ExpirationReaper-{}", timer.name());
+        let thread = {
+            let stop = stop.clone();
+            let timer = timer.clone();
+            thread::Builder::new().name(name.clone()).spawn(move || {
+                while !stop.load(Ordering::Acquire) && !timer.is_shutdown() {
+                    if let Err(panic) = catch_unwind(AssertUnwindSafe(|| timer.advance_clock(poll)))
+                    {
+                        log::error!(
+                            "{}: advancing the clock panicked: {}",
+                            thread::current().name().unwrap_or("reaper"),
+                            panic_message(&*panic)
+                        );
+                    }
+                }
+            })?
+        };
+        let wake = Box::new(move || timer.wake());
+        Ok(Reaper {
+            stop,
+            wake,
+            thread: Some(thread),
+            name,
+        })
+    }
+
+    /// The reaper thread's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Stops the thread and waits for it to finish.
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(thread) = self.thread.take() {
+            if thread.thread().id() == thread::current().id() {
+                return; // dropped from its own thread: it is already stopping
+            }
+            // A wake-up that lands between the loop's check of `stop` and the
+            // start of its wait would be missed, so keep waking until the
+            // thread has left the loop.
+            while !thread.is_finished() {
+                (self.wake)();
+                thread::sleep(Duration::from_micros(200));
+            }
+            if thread.join().is_err() {
+                log::error!("{}: reaper thread ended with a panic", self.name);
+            }
+        }
+    }
+}
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+impl std::fmt::Debug for Reaper {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reaper")
+            .field("name", &self.name)
+            .field("running", &self.thread.is_some())
+            .finish()
+    }
+}
