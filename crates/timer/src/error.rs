@@ -13,6 +13,14 @@ pub enum ConfigError {
     ZeroTick,
     /// The tick is not a whole number of milliseconds (the wheel counts in ms).
     TickNotWholeMillis,
+    /// The tick is longer than [`MAX_TICK_MS`](crate::MAX_TICK_MS) (about
+    /// 2,200 years): deadlines could not be rounded up to it.
+    TickTooLarge {
+        /// The tick asked for, ms.
+        requested_ms: u64,
+        /// The largest tick accepted, ms.
+        max_ms: u64,
+    },
     /// The wheel size is outside the accepted range: fewer than 2 buckets
     /// (a level could never cover more than one tick, so overflow levels would
     /// never end), or more than a bucket index can address.
@@ -35,6 +43,13 @@ impl fmt::Display for ConfigError {
             ConfigError::TickNotWholeMillis => {
                 f.write_str("timer tick must be a whole number of milliseconds")
             }
+            ConfigError::TickTooLarge {
+                requested_ms,
+                max_ms,
+            } => write!(
+                f,
+                "timer tick {requested_ms} ms is longer than the maximum {max_ms} ms"
+            ),
             ConfigError::WheelSizeOutOfRange {
                 requested,
                 min,

@@ -107,4 +107,6 @@ pub use entries::TimerHandle;
 pub use error::{ConfigError, ShutdownError};
 pub use reaper::Reaper;
 pub use timer::{Timer, TimerBuilder, TimerTask, FLUSH_CHUNK};
-pub use wheel::{Advance, Insertion, TimingWheel, MAX_DEADLINE_MS, MAX_WHEEL_SIZE};
+pub use wheel::{
+    Advance, Insertion, Position, TimingWheel, MAX_DEADLINE_MS, MAX_TICK_MS, MAX_WHEEL_SIZE,
+};

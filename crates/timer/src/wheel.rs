@@ -64,6 +64,10 @@ use crate::ConfigError;
 /// `current_time + interval` without overflow.
 pub const MAX_DEADLINE_MS: u64 = u64::MAX / 4;
 
+/// Largest accepted tick, ms: a deadline must be able to round up to a tick
+/// below [`MAX_DEADLINE_MS`] with room for a whole level above it.
+pub const MAX_TICK_MS: u64 = MAX_DEADLINE_MS >> 16;
+
 /// Largest accepted wheel size: keeps bucket ids (level × size + slot) in a
 /// `u32` for every possible number of levels.
 pub const MAX_WHEEL_SIZE: usize = 1 << 16;
@@ -89,6 +93,17 @@ pub struct Advance {
     pub buckets: usize,
     /// Whether nothing due at `now` is left.
     pub done: bool,
+}
+
+/// Where a waiting task sits: for inspection, tests and debugging.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Position {
+    /// Wheel level, 0 being the finest.
+    pub level: usize,
+    /// Bucket index within the level: `(deadline / tick) % wheel_size`.
+    pub slot: usize,
+    /// The bucket's expiration: the start of the time range it covers.
+    pub bucket_expiration: u64,
 }
 
 /// One level of the wheel: its granularity and its own current time.
@@ -154,6 +169,12 @@ impl<T> TimingWheel<T> {
     ) -> Result<Self, ConfigError> {
         if tick_ms == 0 {
             return Err(ConfigError::ZeroTick);
+        }
+        if tick_ms > MAX_TICK_MS {
+            return Err(ConfigError::TickTooLarge {
+                requested_ms: tick_ms,
+                max_ms: MAX_TICK_MS,
+            });
         }
         if !(2..=MAX_WHEEL_SIZE).contains(&wheel_size) {
             return Err(ConfigError::WheelSizeOutOfRange {
@@ -263,6 +284,28 @@ impl<T> TimingWheel<T> {
     pub fn deadline(&self, handle: TimerHandle) -> Option<u64> {
         let index = self.entries.resolve(handle)?;
         Some(self.entries.slot(index).deadline)
+    }
+
+    /// The level, slot and bucket expiration of a waiting task.
+    pub fn position(&self, handle: TimerHandle) -> Option<Position> {
+        let index = self.entries.resolve(handle)?;
+        let bucket = self.entries.slot(index).bucket as u64;
+        Some(Position {
+            level: (bucket / self.wheel_size) as usize,
+            slot: (bucket % self.wheel_size) as usize,
+            bucket_expiration: self.buckets[bucket as usize].expiration(),
+        })
+    }
+
+    /// The current time of wheel level `level` (a multiple of that level's
+    /// tick), if the level exists yet.
+    pub fn level_current_time(&self, level: usize) -> Option<u64> {
+        self.levels.get(level).map(|l| l.current_time)
+    }
+
+    /// The tick of wheel level `level`, if the level exists yet.
+    pub fn level_tick(&self, level: usize) -> Option<u64> {
+        self.levels.get(level).map(|l| l.tick)
     }
 
     /// Removes a waiting task and returns it; `None` when the handle is

@@ -1,0 +1,112 @@
+//! The expiration reaper, on the real clock: these are the few tests that
+//! must wait in real time, to prove the background thread really drives the
+//! timer, stops promptly, and survives panicking tasks.
+
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use timer::{Reaper, Timer};
+
+type Task = Box<dyn FnOnce() + Send>;
+
+#[test]
+fn reaper_expires_tasks_in_real_time() {
+    // Kafka's SystemTimerReaperTest.testReaper: delays 100, 200 and 300 ms.
+    let timer: Arc<Timer> = Arc::new(Timer::new());
+    let reaper = Reaper::start(timer.clone());
+    let start = Instant::now();
+    let (tx, rx) = mpsc::channel();
+    for delay in [300u64, 100, 200] {
+        let tx = tx.clone();
+        let task: Task = Box::new(move || tx.send((delay, start.elapsed())).unwrap());
+        timer.add(Duration::from_millis(delay), task).unwrap();
+    }
+    let fired: Vec<(u64, Duration)> = (0..3)
+        .map(|_| rx.recv_timeout(Duration::from_secs(10)).unwrap())
+        .collect();
+    assert_eq!(
+        fired.iter().map(|f| f.0).collect::<Vec<_>>(),
+        vec![100, 200, 300]
+    );
+    for (delay, at) in fired {
+        assert!(
+            at >= Duration::from_millis(delay),
+            "{delay} ms task fired at {at:?}"
+        );
+    }
+    reaper.stop();
+}
+
+#[test]
+fn stop_wakes_the_reaper_at_once() {
+    let timer: Arc<Timer> = Arc::new(Timer::new());
+    // A poll interval far longer than the test: only the wake-up can end it.
+    let reaper = Reaper::with_poll_interval(timer.clone(), Duration::from_secs(60));
+    timer
+        .add(Duration::from_secs(3600), Box::new(|| {}))
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(20)); // let it start waiting
+    let started = Instant::now();
+    reaper.stop();
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "stop returned after {:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        timer.size(),
+        1,
+        "stopping the reaper leaves the timer's tasks alone"
+    );
+}
+
+#[test]
+fn timer_shutdown_ends_the_reaper_by_itself() {
+    let timer: Arc<Timer> = Arc::new(Timer::new());
+    let reaper = Reaper::with_poll_interval(timer.clone(), Duration::from_secs(60));
+    timer
+        .add(Duration::from_secs(3600), Box::new(|| {}))
+        .unwrap();
+    let pending = timer.shutdown();
+    assert_eq!(pending.len(), 1);
+    drop(reaper); // joins a thread that has already left its loop
+}
+
+#[test]
+fn reaper_keeps_running_after_a_task_panics() {
+    let timer: Arc<Timer> = Arc::new(Timer::new());
+    let reaper = Reaper::start(timer.clone());
+    let (tx, rx) = mpsc::channel();
+    timer
+        .add(
+            Duration::from_millis(5),
+            Box::new(|| panic!("expired task panics on purpose")),
+        )
+        .unwrap();
+    let task: Task = Box::new(move || tx.send("after the panic").unwrap());
+    timer.add(Duration::from_millis(30), task).unwrap();
+    assert_eq!(
+        rx.recv_timeout(Duration::from_secs(10)),
+        Ok("after the panic")
+    );
+    reaper.stop();
+}
+
+#[test]
+fn an_earlier_task_wakes_a_reaper_waiting_for_a_later_one() {
+    let timer: Arc<Timer> = Arc::new(Timer::new());
+    let reaper = Reaper::with_poll_interval(timer.clone(), Duration::from_secs(60));
+    timer
+        .add(Duration::from_secs(600), Box::new(|| {}))
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(20)); // the reaper now sleeps for 600 s
+    let (tx, rx) = mpsc::channel();
+    let task: Task = Box::new(move || tx.send(()).unwrap());
+    timer.add(Duration::from_millis(10), task).unwrap();
+    assert!(
+        rx.recv_timeout(Duration::from_secs(10)).is_ok(),
+        "woken for the earlier bucket"
+    );
+    reaper.stop();
+}

@@ -1,0 +1,433 @@
+//! The thread-safe `Timer`: Kafka's `TimerTest` restated, the semantics the
+//! timer promises (never early, exactly once, cancel versus expiry, stale
+//! handles, saturation, shutdown, panics, executor isolation) and a
+//! multi-thread stress test. Driven by a `ManualClock` except where noted.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::thread;
+use std::time::Duration;
+
+use timer::{Clock, ConfigError, ManualClock, Reaper, Timer, TimerBuilder, TimerHandle};
+
+type Task = Box<dyn FnOnce() + Send>;
+
+fn manual_timer(clock: &ManualClock, wheel_size: usize) -> Timer {
+    TimerBuilder::new()
+        .clock(clock.clone())
+        .wheel_size(wheel_size)
+        .name("test")
+        .build()
+        .unwrap()
+}
+
+/// Moves the clock to `ms`, expires what is due and waits for it to run.
+fn advance_to(timer: &Timer, clock: &ManualClock, ms: u64) {
+    clock.set_ms(ms);
+    timer.advance_clock(Duration::ZERO);
+    timer.wait_for_executor();
+}
+
+#[test]
+fn already_expired_tasks_run_on_the_executor_without_an_advance() {
+    // Kafka's testAlreadyExpiredTask (negative delays become zero here).
+    let clock = ManualClock::new();
+    let timer = manual_timer(&clock, 3);
+    let (tx, rx) = mpsc::channel();
+    for id in -5..0 {
+        let tx = tx.clone();
+        let task: Task = Box::new(move || {
+            tx.send((id, thread::current().name().map(str::to_owned)))
+                .unwrap()
+        });
+        timer.add(Duration::ZERO, task).unwrap();
+    }
+    let mut got: Vec<_> = (0..5)
+        .map(|_| rx.recv_timeout(Duration::from_secs(3)).unwrap())
+        .collect();
+    got.sort();
+    assert_eq!(
+        got.iter().map(|(id, _)| *id).collect::<Vec<_>>(),
+        vec![-5, -4, -3, -2, -1]
+    );
+    assert!(got
+        .iter()
+        .all(|(_, name)| name.as_deref() == Some("executor-test")));
+    assert_eq!(timer.size(), 0);
+}
+
+#[test]
+fn task_expiration_across_six_levels() {
+    // Kafka's testTaskExpiration: wheel size 3, ids 0..5 once, 10..100 twice,
+    // 100..500 once; 585 tasks, each firing exactly at its deadline.
+    let clock = ManualClock::new();
+    let timer = manual_timer(&clock, 3);
+    let output = Arc::new(Mutex::new(Vec::new()));
+    let mut expected = Vec::new();
+    let mut add = |id: u64| {
+        let (output, clock) = (output.clone(), clock.clone());
+        let task: Task = Box::new(move || output.lock().unwrap().push((id, clock.now_ms())));
+        timer.add(Duration::from_millis(id), task).unwrap();
+        expected.push(id);
+    };
+    (0..5).for_each(&mut add);
+    (10..100).for_each(|id| {
+        add(id);
+        add(id)
+    });
+    (100..500).for_each(&mut add);
+    expected.sort_unstable();
+    assert_eq!(expected.len(), 585);
+    for ms in 0..=500 {
+        advance_to(&timer, &clock, ms);
+    }
+    let output = output.lock().unwrap();
+    let mut ids: Vec<u64> = output.iter().map(|&(id, _)| id).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, expected);
+    assert!(
+        output.iter().all(|&(id, at)| at == id),
+        "each fires at its deadline, never early or late"
+    );
+    assert_eq!(timer.size(), 0);
+}
+
+#[test]
+fn deadlines_round_up_at_sub_millisecond_resolution() {
+    let clock = ManualClock::new();
+    clock.advance(Duration::from_micros(10_300)); // 10.3 ms
+    let timer = manual_timer(&clock, 20);
+    let fired = Arc::new(AtomicUsize::new(0));
+    let f = fired.clone();
+    let task: Task = Box::new(move || {
+        f.fetch_add(1, Ordering::SeqCst);
+    });
+    timer.add(Duration::from_millis(5), task).unwrap(); // due at 15.3 ms
+    clock.set(Duration::from_micros(15_000));
+    timer.advance_clock(Duration::ZERO);
+    timer.wait_for_executor();
+    assert_eq!(fired.load(Ordering::SeqCst), 0, "15.0 ms is before 15.3 ms");
+    advance_to(&timer, &clock, 16);
+    assert_eq!(fired.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn cancel_is_true_once_and_stale_handles_are_harmless() {
+    let clock = ManualClock::new();
+    let timer = manual_timer(&clock, 20);
+    let noop = || -> Task { Box::new(|| {}) };
+    let a = timer.add(Duration::from_millis(100), noop()).unwrap();
+    let b = timer.add(Duration::from_millis(10), noop()).unwrap();
+    let now = timer.add(Duration::ZERO, noop()).unwrap();
+    assert_eq!(timer.size(), 2, "the zero-delay task went to the executor");
+    assert!(timer.cancel(&a));
+    assert_eq!(timer.size(), 1, "cancel frees the task at once");
+    assert!(!timer.cancel(&a), "second cancel");
+    assert!(!timer.cancel(&now), "a task that never waited");
+    advance_to(&timer, &clock, 10);
+    assert!(!timer.cancel(&b), "a task that already fired");
+    // The freed slots are reused; the old handles must not reach the new tasks.
+    let c = timer.add(Duration::from_millis(50), noop()).unwrap();
+    let d = timer.add(Duration::from_millis(50), noop()).unwrap();
+    assert!(!timer.cancel(&a) && !timer.cancel(&b));
+    assert_eq!(timer.size(), 2);
+    assert!(timer.cancel(&c) && timer.cancel(&d));
+}
+
+#[test]
+fn huge_delays_saturate_and_never_fire() {
+    let clock = ManualClock::starting_at_ms(1_000);
+    let timer = manual_timer(&clock, 20);
+    let fired = Arc::new(AtomicUsize::new(0));
+    for delay in [
+        Duration::MAX,
+        Duration::from_millis(u64::MAX),
+        Duration::from_secs(u64::MAX / 1000),
+    ] {
+        let f = fired.clone();
+        let task: Task = Box::new(move || {
+            f.fetch_add(1, Ordering::SeqCst);
+        });
+        timer.add(delay, task).unwrap();
+    }
+    assert_eq!(timer.size(), 3);
+    for step in [1u64, 1 << 20, 1 << 40, 1 << 50] {
+        advance_to(&timer, &clock, step);
+    }
+    assert_eq!(fired.load(Ordering::SeqCst), 0);
+    assert_eq!(timer.size(), 3);
+}
+
+#[test]
+fn cancel_racing_expiry_has_exactly_one_winner() {
+    const N: usize = 20_000; // several flush chunks, so cancels land between them
+    let clock = ManualClock::new();
+    let timer = Arc::new(manual_timer(&clock, 20));
+    let ran: Arc<Vec<AtomicUsize>> = Arc::new((0..N).map(|_| AtomicUsize::new(0)).collect());
+    let handles: Vec<TimerHandle> = (0..N)
+        .map(|i| {
+            let ran = ran.clone();
+            let task: Task = Box::new(move || {
+                ran[i].fetch_add(1, Ordering::SeqCst);
+            });
+            timer
+                .add(Duration::from_millis(10 + (i % 3) as u64 * 400), task)
+                .unwrap()
+        })
+        .collect();
+    clock.set_ms(1_000);
+    let advancer = {
+        let timer = timer.clone();
+        thread::spawn(move || timer.advance_clock(Duration::ZERO))
+    };
+    // Cancel from the far end while the advancer flushes from the front.
+    let cancelled: Vec<bool> = handles.iter().rev().map(|h| timer.cancel(h)).collect();
+    assert!(advancer.join().unwrap());
+    timer.wait_for_executor();
+    let mut winners = (0, 0);
+    for (i, cancelled) in cancelled.into_iter().rev().enumerate() {
+        let runs = ran[i].load(Ordering::SeqCst);
+        assert_eq!(
+            runs + cancelled as usize,
+            1,
+            "task {i}: ran {runs} times, cancelled {cancelled}"
+        );
+        if cancelled {
+            winners.0 += 1
+        } else {
+            winners.1 += 1
+        }
+    }
+    assert_eq!(winners.0 + winners.1, N);
+    assert_eq!(timer.size(), 0);
+}
+
+#[test]
+fn shutdown_returns_pending_runs_handed_over_and_refuses_new() {
+    let clock = ManualClock::new();
+    let timer = manual_timer(&clock, 20);
+    let ran = Arc::new(AtomicUsize::new(0));
+    let counting = |ran: &Arc<AtomicUsize>| -> Task {
+        let ran = ran.clone();
+        Box::new(move || {
+            ran.fetch_add(1, Ordering::SeqCst);
+        })
+    };
+    for _ in 0..100 {
+        timer.add(Duration::ZERO, counting(&ran)).unwrap(); // handed to the executor
+    }
+    for d in 1..=10 {
+        timer
+            .add(Duration::from_millis(d * 1_000), counting(&ran))
+            .unwrap();
+    }
+    let pending = timer.shutdown();
+    assert_eq!(
+        ran.load(Ordering::SeqCst),
+        100,
+        "everything handed over ran before shutdown returned"
+    );
+    assert_eq!(pending.len(), 10, "pending tasks are given back, not run");
+    assert_eq!(timer.size(), 0);
+    assert!(timer.is_shutdown());
+    let refused = timer
+        .add(Duration::from_millis(5), counting(&ran))
+        .unwrap_err();
+    refused.into_inner()(); // the caller still owns the task
+    assert_eq!(ran.load(Ordering::SeqCst), 101);
+    assert!(timer.add(Duration::ZERO, counting(&ran)).is_err());
+    clock.set_ms(1_000_000);
+    assert!(!timer.advance_clock(Duration::from_millis(1)));
+    timer.wait_for_executor(); // returns at once after shutdown
+    assert!(timer.shutdown().is_empty(), "idempotent");
+    drop(pending);
+    assert_eq!(
+        ran.load(Ordering::SeqCst),
+        101,
+        "dropped pending tasks never ran"
+    );
+}
+
+#[test]
+fn a_panicking_task_does_not_stop_the_executor() {
+    let clock = ManualClock::new();
+    let timer = manual_timer(&clock, 20);
+    let (tx, rx) = mpsc::channel();
+    let boom: Task = Box::new(|| panic!("task panics on purpose"));
+    timer.add(Duration::from_millis(1), boom).unwrap();
+    let after: Task = Box::new(move || tx.send("still running").unwrap());
+    timer.add(Duration::from_millis(2), after).unwrap();
+    advance_to(&timer, &clock, 2);
+    assert_eq!(rx.try_recv(), Ok("still running"));
+}
+
+#[test]
+fn a_slow_task_does_not_stall_the_clock() {
+    let clock = ManualClock::new();
+    let timer = manual_timer(&clock, 20);
+    let (release, blocked) = mpsc::channel::<()>();
+    let slow: Task = Box::new(move || blocked.recv().unwrap());
+    timer.add(Duration::from_millis(1), slow).unwrap();
+    for d in 2..100 {
+        timer
+            .add(Duration::from_millis(d), Box::new(|| {}))
+            .unwrap();
+    }
+    for ms in 1..100 {
+        clock.set_ms(ms);
+        assert!(
+            timer.advance_clock(Duration::ZERO),
+            "clock moves while a task blocks"
+        );
+    }
+    assert_eq!(timer.size(), 0);
+    release.send(()).unwrap();
+    timer.wait_for_executor();
+}
+
+#[test]
+fn tasks_may_use_the_timer_from_the_executor_thread() {
+    let clock = ManualClock::new();
+    let timer = Arc::new(manual_timer(&clock, 20));
+    let (tx, rx) = mpsc::channel();
+    let inner = timer.clone();
+    let task: Task = Box::new(move || {
+        inner.wait_for_executor(); // would wait for itself: returns at once
+        let tx2 = tx.clone();
+        inner
+            .add(
+                Duration::from_millis(5),
+                Box::new(move || tx2.send("re-armed").unwrap()),
+            )
+            .unwrap();
+        tx.send("first").unwrap();
+    });
+    timer.add(Duration::from_millis(1), task).unwrap();
+    advance_to(&timer, &clock, 1);
+    assert_eq!(rx.try_recv(), Ok("first"));
+    advance_to(&timer, &clock, 6);
+    assert_eq!(rx.try_recv(), Ok("re-armed"));
+    // Shutting down from a task must not deadlock either.
+    let inner = timer.clone();
+    let (done_tx, done) = mpsc::channel();
+    let stopper: Task = Box::new(move || {
+        inner.shutdown();
+        done_tx.send(()).unwrap();
+    });
+    timer.add(Duration::ZERO, stopper).unwrap();
+    done.recv_timeout(Duration::from_secs(5)).unwrap();
+    assert!(timer.is_shutdown());
+}
+
+#[test]
+fn bad_configuration_is_an_error_value() {
+    let build = |b: TimerBuilder| b.build::<Task>().map(|_| ()).unwrap_err();
+    assert_eq!(
+        build(TimerBuilder::new().tick(Duration::ZERO)),
+        ConfigError::ZeroTick
+    );
+    assert_eq!(
+        build(TimerBuilder::new().tick(Duration::from_micros(1500))),
+        ConfigError::TickNotWholeMillis
+    );
+    assert!(matches!(
+        build(TimerBuilder::new().wheel_size(0)),
+        ConfigError::WheelSizeOutOfRange { .. }
+    ));
+    assert!(matches!(
+        build(TimerBuilder::new().wheel_size(1)),
+        ConfigError::WheelSizeOutOfRange { .. }
+    ));
+    assert!(matches!(
+        build(TimerBuilder::new().tick(Duration::from_millis(u64::MAX))),
+        ConfigError::TickTooLarge { .. }
+    ));
+    let defaults: Timer = Timer::new();
+    assert_eq!((defaults.tick_ms(), defaults.name()), (1, "timer"));
+}
+
+/// Real clock and a running reaper: threads add and cancel concurrently;
+/// every task either fires once (never before its deadline) or was cancelled.
+#[test]
+fn stress_many_threads_adding_and_cancelling_with_a_reaper() {
+    const THREADS: usize = 4;
+    const PER_THREAD: usize = 5_000;
+    let timer: Arc<Timer> = Arc::new(Timer::new());
+    let reaper = Reaper::start(timer.clone());
+    let runs: Arc<Vec<AtomicUsize>> = Arc::new(
+        (0..THREADS * PER_THREAD)
+            .map(|_| AtomicUsize::new(0))
+            .collect(),
+    );
+    let early = Arc::new(AtomicUsize::new(0));
+    let cancelled: usize = (0..THREADS)
+        .map(|t| {
+            let (timer, runs, early) = (timer.clone(), runs.clone(), early.clone());
+            thread::spawn(move || {
+                let mut seed = t as u64 * 7919 + 1;
+                let mut rand = move || {
+                    seed ^= seed << 13;
+                    seed ^= seed >> 7;
+                    seed ^= seed << 17;
+                    seed
+                };
+                let mut handles = Vec::with_capacity(PER_THREAD);
+                for i in 0..PER_THREAD {
+                    let id = t * PER_THREAD + i;
+                    let delay = Duration::from_micros(rand() % 30_000);
+                    let due = timer.clock().now_nanos() + delay.as_nanos() as u64;
+                    let (runs, early, clock) = (runs.clone(), early.clone(), timer.clock().clone());
+                    let task: Task = Box::new(move || {
+                        if clock.now_nanos() < due {
+                            early.fetch_add(1, Ordering::SeqCst);
+                        }
+                        runs[id].fetch_add(1, Ordering::SeqCst);
+                    });
+                    handles.push((id, timer.add(delay, task).unwrap()));
+                }
+                let mut cancelled = Vec::new();
+                for (id, handle) in handles {
+                    if rand() % 2 == 0 && timer.cancel(&handle) {
+                        cancelled.push(id);
+                    }
+                }
+                cancelled
+            })
+        })
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|h| {
+            let cancelled = h.join().unwrap();
+            for &id in &cancelled {
+                assert_eq!(
+                    runs[id].load(Ordering::SeqCst),
+                    0,
+                    "cancelled task {id} ran"
+                );
+            }
+            cancelled.len()
+        })
+        .sum();
+    // Real time: wait (bounded) for the last deadlines, ~30 ms away.
+    let give_up = std::time::Instant::now() + Duration::from_secs(10);
+    while timer.size() > 0 && std::time::Instant::now() < give_up {
+        thread::sleep(Duration::from_millis(5));
+    }
+    timer.wait_for_executor();
+    let ran: usize = runs.iter().map(|r| r.load(Ordering::SeqCst)).sum();
+    assert!(
+        runs.iter().all(|r| r.load(Ordering::SeqCst) <= 1),
+        "a task ran twice"
+    );
+    assert_eq!(
+        ran + cancelled,
+        THREADS * PER_THREAD,
+        "every task is accounted for"
+    );
+    assert_eq!(
+        early.load(Ordering::SeqCst),
+        0,
+        "no task fired before its deadline"
+    );
+    reaper.stop();
+}

@@ -1,0 +1,350 @@
+//! The single-threaded `TimingWheel`: Kafka's `TimingWheelTest` restated, the
+//! seed article's worked example, the boundaries of every level, cascading,
+//! rounding, saturation and bounded flushes. Virtual time only.
+
+use timer::{ConfigError, Insertion, Position, TimerHandle, TimingWheel, MAX_DEADLINE_MS};
+
+fn schedule<T: std::fmt::Debug>(wheel: &mut TimingWheel<T>, deadline: u64, task: T) -> TimerHandle {
+    match wheel.insert(deadline, task) {
+        Insertion::Scheduled(handle) => handle,
+        Insertion::Expired(task) => panic!("{task:?} (deadline {deadline}) expired at insert"),
+    }
+}
+
+/// Advances bucket by bucket up to `until`, returning `(now, task)` for every
+/// fired task, and checks that none fires before its deadline.
+fn run_until(wheel: &mut TimingWheel<u64>, until: u64) -> Vec<(u64, u64)> {
+    let mut fired = Vec::new();
+    while let Some(next) = wheel.next_expiration().filter(|&n| n <= until) {
+        wheel.advance(next, |deadline| {
+            assert!(deadline <= next, "task due at {deadline} fired at {next}");
+            fired.push((next, deadline));
+        });
+    }
+    wheel.advance(until, |deadline| fired.push((until, deadline)));
+    fired
+}
+
+// ---- Kafka's TimingWheelTest: tick 10 ms, 5 buckets (interval 50), start 1000.
+
+fn kafka_wheel() -> TimingWheel<&'static str> {
+    TimingWheel::new(10, 5, 1000).unwrap()
+}
+
+#[test]
+fn add_valid_task() {
+    let mut wheel = kafka_wheel();
+    assert!(matches!(wheel.insert(1020, "t"), Insertion::Scheduled(_)));
+    assert!(!wheel.delay_queue().is_empty());
+    assert_eq!(wheel.len(), 1);
+}
+
+#[test]
+fn add_expired_task() {
+    let mut wheel = kafka_wheel();
+    assert_eq!(wheel.insert(999, "t"), Insertion::Expired("t"));
+    assert_eq!(wheel.insert(1000, "t"), Insertion::Expired("t"));
+    assert_eq!(wheel.len(), 0);
+}
+
+#[test]
+fn cancelled_task_is_gone_and_its_handle_stale() {
+    let mut wheel = kafka_wheel();
+    let handle = schedule(&mut wheel, 1020, "t");
+    assert_eq!(wheel.cancel(handle), Some("t"));
+    assert!(!wheel.contains(handle));
+    assert_eq!(wheel.cancel(handle), None);
+    assert_eq!(wheel.len(), 0);
+}
+
+#[test]
+fn task_inside_the_current_tick_waits_for_the_tick_end() {
+    // Kafka expires 1005 at once (up to a tick early); this wheel rounds the
+    // deadline up to 1010 and fires it then.
+    let mut wheel = kafka_wheel();
+    let handle = schedule(&mut wheel, 1005, "t");
+    assert_eq!(wheel.deadline(handle), Some(1010));
+    assert_eq!(wheel.advance(1009, |_| {}), 0);
+    assert_eq!(wheel.advance(1010, |_| {}), 1);
+}
+
+#[test]
+fn advance_within_a_tick_and_to_the_next() {
+    let mut wheel = kafka_wheel();
+    wheel.advance(1005, |_| {});
+    assert_eq!(wheel.current_time(), 1000);
+    wheel.advance(1010, |_| {});
+    assert_eq!(wheel.current_time(), 1010);
+}
+
+#[test]
+fn overflow_wheel_is_created_once_lazily() {
+    let mut wheel = kafka_wheel();
+    assert_eq!(wheel.levels(), 1);
+    schedule(&mut wheel, 1060, "a");
+    assert_eq!(wheel.levels(), 2);
+    assert_eq!(wheel.level_tick(1), Some(50));
+    schedule(&mut wheel, 1061, "b");
+    assert_eq!(wheel.levels(), 2, "the same overflow wheel is reused");
+}
+
+#[test]
+fn advance_moves_the_overflow_wheel_to_its_own_tick() {
+    let mut wheel = kafka_wheel();
+    schedule(&mut wheel, 1060, "t");
+    let mut fired = Vec::new();
+    wheel.advance(1060, |t| fired.push(t));
+    assert_eq!(fired, ["t"]);
+    assert_eq!(wheel.level_current_time(0), Some(1060));
+    assert_eq!(wheel.level_current_time(1), Some(1050));
+}
+
+// ---- The seed article's worked example: tick 1 ms, 10 buckets, start 0.
+
+#[test]
+fn worked_example_9_88_222_520_521_522() {
+    let mut wheel: TimingWheel<u64> = TimingWheel::new(1, 10, 0).unwrap();
+    let handles: Vec<(u64, TimerHandle)> = [9, 88, 222, 520, 521, 522]
+        .into_iter()
+        .map(|d| (d, schedule(&mut wheel, d, d)))
+        .collect();
+    let pos = |wheel: &TimingWheel<u64>, d: u64| {
+        let handle = handles.iter().find(|(x, _)| *x == d).unwrap().1;
+        wheel
+            .position(handle)
+            .map(|p| (p.level + 1, p.slot, p.bucket_expiration))
+    };
+    // Levels are numbered from 1 as in the article: (level, slot, bucket expiration).
+    assert_eq!(pos(&wheel, 9), Some((1, 9, 9)));
+    assert_eq!(pos(&wheel, 88), Some((2, 8, 80)));
+    assert_eq!(pos(&wheel, 222), Some((3, 2, 200)));
+    for d in [520, 521, 522] {
+        assert_eq!(pos(&wheel, d), Some((3, 5, 500)));
+    }
+    assert_eq!(wheel.levels(), 3);
+
+    assert_eq!(run_until(&mut wheel, 9), vec![(9, 9)]);
+    assert_eq!(run_until(&mut wheel, 80), vec![]);
+    assert_eq!(pos(&wheel, 88), Some((1, 8, 88)), "88 cascaded to level 1");
+    assert_eq!(run_until(&mut wheel, 88), vec![(88, 88)]);
+
+    assert_eq!(run_until(&mut wheel, 200), vec![]);
+    assert_eq!(
+        pos(&wheel, 222),
+        Some((2, 2, 220)),
+        "222: level 3 -> level 2"
+    );
+    assert_eq!(run_until(&mut wheel, 220), vec![]);
+    assert_eq!(
+        pos(&wheel, 222),
+        Some((1, 2, 222)),
+        "222: level 2 -> level 1"
+    );
+    assert_eq!(run_until(&mut wheel, 221), vec![], "never early");
+    assert_eq!(run_until(&mut wheel, 222), vec![(222, 222)]);
+
+    assert_eq!(run_until(&mut wheel, 500), vec![]);
+    for d in [520, 521, 522] {
+        assert_eq!(pos(&wheel, d), Some((2, 2, 520)));
+    }
+    assert_eq!(run_until(&mut wheel, 520), vec![(520, 520)]);
+    assert_eq!(pos(&wheel, 521), Some((1, 1, 521)));
+    assert_eq!(pos(&wheel, 522), Some((1, 2, 522)));
+    assert_eq!(run_until(&mut wheel, 600), vec![(521, 521), (522, 522)]);
+    assert!(wheel.is_empty());
+}
+
+// ---- Boundaries of every level, cascading, jumping.
+
+#[test]
+fn each_level_boundary_goes_to_the_right_level() {
+    for start in [0u64, 12_345, 7_999_999] {
+        let mut wheel: TimingWheel<u64> = TimingWheel::new(1, 20, start).unwrap();
+        for level in 0..7usize {
+            // Make sure the level exists, then read its range.
+            schedule(&mut wheel, start + 20u64.pow(level as u32) * 19 + 1, 0);
+            let tick = wheel.level_tick(level).unwrap();
+            let end = wheel.level_current_time(level).unwrap() + tick * 20;
+            let last = schedule(&mut wheel, end - 1, end - 1);
+            let first_above = schedule(&mut wheel, end, end);
+            assert_eq!(
+                wheel.position(last).unwrap().level,
+                level,
+                "start {start}: {} fits level {level}",
+                end - 1
+            );
+            assert_eq!(
+                wheel.position(first_above).unwrap().level,
+                level + 1,
+                "start {start}: {end} overflows level {level}"
+            );
+        }
+        // Everything fires at exactly its deadline, from any level.
+        let fired = run_until(&mut wheel, u64::MAX / 8);
+        assert!(
+            fired
+                .iter()
+                .all(|&(now, deadline)| now == deadline || deadline == 0),
+            "{fired:?}"
+        );
+        assert!(wheel.is_empty());
+    }
+}
+
+#[test]
+fn cascade_walks_down_every_level_and_fires_on_time() {
+    let mut wheel: TimingWheel<u64> = TimingWheel::new(1, 20, 0).unwrap();
+    let deadline = 3 * 160_000 + 2 * 8_000 + 7 * 400 + 13 * 20 + 11; // 498_071
+    let handle = schedule(&mut wheel, deadline, deadline);
+    let mut levels_seen = vec![wheel.position(handle).unwrap().level];
+    let mut steps = 0;
+    while let Some(next) = wheel.next_expiration() {
+        steps += 1;
+        let mut fired = 0;
+        wheel.advance(next, |d| {
+            assert_eq!(d, next);
+            fired += 1;
+        });
+        match wheel.position(handle) {
+            Some(Position {
+                level,
+                bucket_expiration,
+                ..
+            }) => {
+                assert!(bucket_expiration <= deadline);
+                levels_seen.push(level)
+            }
+            None => assert_eq!((fired, next), (1, deadline)),
+        }
+    }
+    assert_eq!(levels_seen, vec![4, 3, 2, 1, 0]);
+    assert_eq!(steps, 5, "one jump per level: no empty ticks");
+}
+
+#[test]
+fn advance_jumps_over_empty_time() {
+    let mut wheel: TimingWheel<u64> = TimingWheel::new(1, 20, 0).unwrap();
+    schedule(&mut wheel, 1_000_000, 1);
+    // A single call covers a million milliseconds: only the few due buckets
+    // are visited.
+    let mut fired = 0;
+    assert_eq!(wheel.advance(999_999, |_| fired += 1), 0);
+    assert_eq!(wheel.advance(1_000_000, |_| fired += 1), 1);
+    assert_eq!(fired, 1);
+    assert_eq!(wheel.current_time(), 1_000_000);
+}
+
+#[test]
+fn deadlines_round_up_to_the_tick() {
+    let mut wheel: TimingWheel<u64> = TimingWheel::new(10, 8, 0).unwrap();
+    let h = schedule(&mut wheel, 31, 31);
+    assert_eq!(wheel.deadline(h), Some(40));
+    assert_eq!(wheel.advance(39, |_| {}), 0);
+    assert_eq!(wheel.advance(40, |_| {}), 1);
+    assert_eq!(wheel.round_deadline(40), 40);
+    assert_eq!(wheel.round_deadline(41), 50);
+}
+
+#[test]
+fn huge_deadlines_saturate_and_never_fire_early() {
+    let mut wheel: TimingWheel<u64> = TimingWheel::new(1, 20, 5).unwrap();
+    let h = schedule(&mut wheel, u64::MAX, 1);
+    assert_eq!(wheel.deadline(h), Some(MAX_DEADLINE_MS));
+    assert!(
+        wheel.levels() <= 16,
+        "levels stay bounded: {}",
+        wheel.levels()
+    );
+    assert_eq!(wheel.advance(1 << 40, |_| {}), 0);
+    assert_eq!(wheel.advance(MAX_DEADLINE_MS - 1, |_| {}), 0);
+    assert_eq!(
+        wheel.advance(u64::MAX, |_| {}),
+        1,
+        "fires at the end of time, not before"
+    );
+    // A wheel with the largest tick and size works too.
+    let mut big: TimingWheel<u64> =
+        TimingWheel::new(timer::MAX_TICK_MS, timer::MAX_WHEEL_SIZE, 0).unwrap();
+    assert!(matches!(big.insert(u64::MAX, 0), Insertion::Scheduled(_)));
+    assert_eq!(big.advance(u64::MAX, |_| {}), 1);
+}
+
+#[test]
+fn bounded_advance_resumes_and_allows_cancel_midway() {
+    let mut wheel: TimingWheel<u64> = TimingWheel::new(1, 20, 0).unwrap();
+    // 10,000 tasks in one level-2 bucket [8000, 8400).
+    let handles: Vec<_> = (0..10_000)
+        .map(|i| schedule(&mut wheel, 8_000 + i % 400, i))
+        .collect();
+    let mut fired = Vec::new();
+    let first = wheel.advance_bounded(8_000, 100, |t| fired.push(t));
+    assert!(!first.done);
+    assert_eq!(first.moved, 100);
+    assert_eq!(first.buckets, 1);
+    assert_eq!(
+        wheel.next_expiration(),
+        Some(8_000),
+        "the bucket being flushed is still next"
+    );
+    // Cancel a task still in the half-flushed bucket, and one already moved.
+    assert_eq!(wheel.cancel(handles[9_999]), Some(9_999));
+    assert_eq!(wheel.cancel(handles[1]), Some(1));
+    let mut calls = 1;
+    loop {
+        calls += 1;
+        let step = wheel.advance_bounded(8_000, 100, |t| fired.push(t));
+        if step.done {
+            break;
+        }
+    }
+    assert!(calls > 90, "the flush really was chunked ({calls} calls)");
+    // Everything due at 8000 fired; the rest waits in level 0/1.
+    fired.sort_unstable();
+    let due: Vec<u64> = (0..10_000).filter(|i| i % 400 == 0).collect();
+    assert_eq!(fired, due);
+    assert_eq!(wheel.len(), 10_000 - due.len() - 2);
+    let rest = wheel.advance(9_000, |_| {});
+    assert_eq!(rest, 10_000 - due.len() - 2);
+}
+
+#[test]
+fn drain_takes_every_task() {
+    let mut wheel: TimingWheel<u64> = TimingWheel::new(1, 20, 0).unwrap();
+    for i in 1..=100 {
+        schedule(&mut wheel, i * 97, i);
+    }
+    let mut tasks = wheel.drain();
+    tasks.sort_unstable();
+    assert_eq!(tasks, (1..=100).collect::<Vec<_>>());
+    assert!(wheel.is_empty());
+    assert_eq!(wheel.next_expiration(), None);
+    assert_eq!(wheel.advance(10_000, |_| {}), 0);
+    // Still usable afterwards.
+    schedule(&mut wheel, 20_000, 7);
+    assert_eq!(wheel.advance(20_000, |_| {}), 1);
+}
+
+#[test]
+fn reused_slots_do_not_revive_stale_handles() {
+    let mut wheel: TimingWheel<u64> = TimingWheel::new(1, 20, 0).unwrap();
+    let old = schedule(&mut wheel, 50, 1);
+    wheel.advance(50, |_| {});
+    let new = schedule(&mut wheel, 100, 2);
+    assert_ne!(old, new);
+    assert_eq!(wheel.cancel(old), None, "fired task's handle is stale");
+    assert_eq!(wheel.cancel(new), Some(2));
+}
+
+#[test]
+fn bad_configuration_is_an_error_value() {
+    assert_eq!(
+        TimingWheel::<()>::new(0, 20, 0).unwrap_err(),
+        ConfigError::ZeroTick
+    );
+    for size in [0, 1, timer::MAX_WHEEL_SIZE + 1] {
+        assert!(matches!(
+            TimingWheel::<()>::new(1, size, 0).unwrap_err(),
+            ConfigError::WheelSizeOutOfRange { requested, .. } if requested == size
+        ));
+    }
+}
