@@ -1,0 +1,456 @@
+//! Operation state: what the user implements ([`DelayedOperation`]) and the
+//! shared, reference-counted state the purgatory keeps for it
+//! ([`Operation`]).
+//!
+//! One allocation holds everything an operation needs: the user's value, its
+//! completion flags, its lock (unless a shared one is supplied) and its
+//! *links* — the purgatory it is watched in, its timer handle and its slot in
+//! every watch list it joined (inline for up to four keys).
+//!
+//! # Invariants
+//!
+//! * Every state change happens with the operation's lock held: claiming it
+//!   for a purgatory, completing it, expiring it, cancelling it. The lock is
+//!   reentrant, so user callbacks may call back into the purgatory (or
+//!   [`Operation::force_complete`]) on the same thread.
+//! * `COMPLETED` is set once and never cleared. The thread that sets it (in
+//!   [`Shared::finish`]) is the only one to run `on_complete`, so it runs
+//!   exactly once; `on_expiration` runs right after it, on the same thread,
+//!   only when the timeout completed the operation.
+//! * `try_complete`, `on_complete` and `on_expiration` run only with the lock
+//!   held, so they never run concurrently with each other for one operation.
+//! * Completing or cancelling an operation *releases* it before any callback
+//!   runs: it leaves every watch list (O(1) each), its timer is disarmed, and
+//!   the purgatory's counters drop. Nothing completed is left behind.
+//! * No purgatory lock (shard or list) is ever held while a user callback
+//!   runs; callbacks are called through [`guarded`], which catches panics so
+//!   they cannot unwind through the purgatory.
+
+use std::fmt;
+use std::ops::Deref;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::{Mutex, ReentrantMutex, ReentrantMutexGuard};
+use timer::{TimerHandle, TimerTask};
+
+use crate::home::Home;
+use crate::watch::Members;
+
+/// What a delayed operation does: the condition it waits for and what it does
+/// when it finishes.
+///
+/// The purgatory owns the completed flag: implementations only *answer*
+/// whether they can complete ([`try_complete`](Self::try_complete)) and *react*
+/// to completion ([`on_complete`](Self::on_complete),
+/// [`on_expiration`](Self::on_expiration)).
+///
+/// Every method is called with the operation's lock held (see
+/// [`Operation::with_lock`]); none of them is ever called while the purgatory
+/// holds one of its own locks, so they may call back into the purgatory.
+/// A panic in any of them is caught at the purgatory boundary and logged.
+pub trait DelayedOperation: Send + Sync + 'static {
+    /// The operation's timeout, read once when it is watched.
+    fn timeout(&self) -> Duration;
+
+    /// Whether the operation can complete now. Called with the operation's
+    /// lock held, never concurrently with itself or with `on_complete`.
+    /// Return `true` to complete it (the purgatory owns the completed flag; do
+    /// not complete from inside). A panic counts as `false`.
+    fn try_complete(&self) -> bool;
+
+    /// Runs exactly once, however the operation finishes (condition met,
+    /// forced, or timed out). By then it has left every watch list and its
+    /// timer is disarmed.
+    fn on_complete(&self);
+
+    /// Runs after `on_complete` when (and only when) the timeout completed
+    /// the operation. It runs even if `on_complete` panicked.
+    fn on_expiration(&self) {}
+}
+
+/// A reentrant lock shareable by several operations (Kafka uses the group
+/// lock for a group's heartbeat, join and sync operations).
+///
+/// Create one with [`new_operation_lock`] and pass it to
+/// [`Operation::with_lock`]. It must be reentrant: code holding it may call
+/// [`Purgatory::check_and_complete`](crate::Purgatory::check_and_complete),
+/// which locks the operations again.
+pub type OperationLock = Arc<ReentrantMutex<()>>;
+
+/// A fresh [`OperationLock`].
+pub fn new_operation_lock() -> OperationLock {
+    Arc::new(ReentrantMutex::new(()))
+}
+
+/// Proof that the current thread holds an operation's lock; see
+/// [`Operation::lock`].
+pub type OperationGuard<'a> = ReentrantMutexGuard<'a, ()>;
+
+/// The operation has completed (set once, never cleared).
+const COMPLETED: u8 = 1;
+/// The operation was completed by its timeout.
+const EXPIRED: u8 = 2;
+/// The operation is claimed by a purgatory (watched, maybe armed).
+const WATCHED: u8 = 4;
+
+/// The operation's own lock, or a shared one.
+enum LockKind {
+    Own(ReentrantMutex<()>),
+    Shared(OperationLock),
+}
+
+/// Everything that ties a watched operation to its purgatory. Changed only
+/// with the operation lock held (the mutex around it is there for `Sync`, and
+/// for the one access made without the operation lock: storing the timer
+/// handle after arming, see `Purgatory::arm`).
+pub(crate) struct Links<Op: DelayedOperation> {
+    /// The purgatory the operation is watched in; `None` when it is not.
+    pub(crate) home: Option<Arc<Home<Op>>>,
+    /// Bumped each time the operation is claimed, so that an expiry task
+    /// armed for an earlier claim (cancelled, then watched again) does nothing.
+    pub(crate) epoch: u32,
+    /// The armed timer entry, once stored.
+    pub(crate) timer: Option<TimerHandle>,
+    /// The operation's slot in each watch list it joined.
+    pub(crate) members: Members<Op>,
+}
+
+impl<Op: DelayedOperation> Links<Op> {
+    fn new() -> Self {
+        Links {
+            home: None,
+            epoch: 0,
+            timer: None,
+            members: Members::new(),
+        }
+    }
+}
+
+/// The state shared by every [`Operation`] handle, every watch-list entry and
+/// the timer entry of one operation.
+pub(crate) struct Shared<Op: DelayedOperation> {
+    state: AtomicU8,
+    lock: LockKind,
+    pub(crate) links: Mutex<Links<Op>>,
+    op: Op,
+}
+
+/// Calls a user callback, catching and logging a panic. Returns `None` if it
+/// panicked.
+pub(crate) fn guarded<R>(purgatory: &str, what: &str, f: impl FnOnce() -> R) -> Option<R> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(r) => Some(r),
+        Err(panic) => {
+            let msg = panic
+                .downcast_ref::<&str>()
+                .copied()
+                .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+                .unwrap_or("<non-string panic payload>");
+            log::error!("purgatory {purgatory}: {what} panicked: {msg}");
+            None
+        }
+    }
+}
+
+fn home_name<Op: DelayedOperation>(home: &Option<Arc<Home<Op>>>) -> &str {
+    home.as_ref().map_or("<unwatched>", |h| h.name.as_str())
+}
+
+impl<Op: DelayedOperation> Shared<Op> {
+    fn new(op: Op, lock: LockKind) -> Self {
+        Shared {
+            state: AtomicU8::new(0),
+            lock,
+            links: Mutex::new(Links::new()),
+            op,
+        }
+    }
+
+    pub(crate) fn op(&self) -> &Op {
+        &self.op
+    }
+
+    pub(crate) fn lock(&self) -> OperationGuard<'_> {
+        match &self.lock {
+            LockKind::Own(m) => m.lock(),
+            LockKind::Shared(m) => m.lock(),
+        }
+    }
+
+    fn raw_lock(&self) -> &ReentrantMutex<()> {
+        match &self.lock {
+            LockKind::Own(m) => m,
+            LockKind::Shared(m) => m,
+        }
+    }
+
+    pub(crate) fn is_completed(&self) -> bool {
+        self.state.load(Ordering::Acquire) & COMPLETED != 0
+    }
+
+    pub(crate) fn is_expired(&self) -> bool {
+        self.state.load(Ordering::Acquire) & EXPIRED != 0
+    }
+
+    pub(crate) fn is_watched(&self) -> bool {
+        self.state.load(Ordering::Acquire) & WATCHED != 0
+    }
+
+    /// Whether the operation is watched and not completed: a candidate for
+    /// `check_and_complete`. Lock-free; re-checked under the lock.
+    pub(crate) fn is_pending(&self) -> bool {
+        self.state.load(Ordering::Acquire) & (WATCHED | COMPLETED) == WATCHED
+    }
+
+    /// Whether the operation is currently claimed by `home`. Lock held.
+    pub(crate) fn is_claimed_by(&self, home: &Arc<Home<Op>>) -> bool {
+        self.is_watched()
+            && self
+                .links
+                .lock()
+                .home
+                .as_ref()
+                .is_some_and(|h| Arc::ptr_eq(h, home))
+    }
+
+    /// `try_complete`, with a panic counting as "not complete". Lock held.
+    pub(crate) fn try_complete_guarded(&self, purgatory: &str) -> bool {
+        guarded(purgatory, "try_complete", || self.op.try_complete()).unwrap_or(false)
+    }
+
+    /// Claims the operation for `home` with its watch-list memberships. Lock
+    /// held; the operation must be neither watched nor completed. Returns the
+    /// claim's epoch.
+    pub(crate) fn claim(&self, home: Arc<Home<Op>>, members: Members<Op>) -> u32 {
+        let mut links = self.links.lock();
+        debug_assert!(links.home.is_none() && links.members.is_empty());
+        links.home = Some(home);
+        links.epoch = links.epoch.wrapping_add(1);
+        links.members = members;
+        let epoch = links.epoch;
+        drop(links);
+        self.state.fetch_or(WATCHED, Ordering::AcqRel);
+        epoch
+    }
+
+    /// Unties the operation from its purgatory: it leaves every watch list,
+    /// its timer is disarmed (cancelled if `cancel_timer`), and the
+    /// purgatory's watched counter drops. Lock held. Returns the purgatory it
+    /// was watched in, if any. Calls no user code.
+    pub(crate) fn release(&self, cancel_timer: bool) -> Option<Arc<Home<Op>>> {
+        self.state.fetch_and(!WATCHED, Ordering::AcqRel);
+        let (home, timer, members) = {
+            let mut links = self.links.lock();
+            (
+                links.home.take(),
+                links.timer.take(),
+                std::mem::take(&mut links.members),
+            )
+        };
+        if let Some(home) = &home {
+            if let Some(handle) = timer {
+                if cancel_timer {
+                    home.timer.cancel(&handle);
+                }
+            }
+            let n = members.len();
+            for m in members {
+                m.unwatch(self);
+            }
+            if n > 0 {
+                home.sub_watched(n);
+            }
+        } else {
+            debug_assert!(members.is_empty() && timer.is_none());
+        }
+        home
+    }
+
+    /// Completes the operation if nobody has: sets the flags, releases it,
+    /// then runs `on_complete` (and `on_expiration` if `expired`). Lock held.
+    /// Returns whether this call completed it.
+    pub(crate) fn finish(&self, expired: bool) -> bool {
+        debug_assert!(self.raw_lock().is_owned_by_current_thread());
+        // Every state change happens under the operation lock, which this
+        // thread holds: a plain check-then-set is race-free.
+        if self.is_completed() {
+            return false;
+        }
+        let flags = if expired {
+            COMPLETED | EXPIRED
+        } else {
+            COMPLETED
+        };
+        self.state.fetch_or(flags, Ordering::AcqRel);
+        // An expiring operation's timer entry is the one firing: nothing to
+        // cancel.
+        let home = self.release(!expired);
+        let name = home_name(&home);
+        guarded(name, "on_complete", || self.op.on_complete());
+        if expired {
+            guarded(name, "on_expiration", || self.op.on_expiration());
+        }
+        true
+    }
+
+    /// The `check_and_complete` step for one operation: lock, and if it is
+    /// still watched and not completed, try it and complete it if it can.
+    /// Returns whether `try_complete` said yes.
+    pub(crate) fn check(&self, purgatory: &str) -> bool {
+        if !self.is_pending() {
+            return false;
+        }
+        let _guard = self.lock();
+        if !self.is_pending() {
+            return false;
+        }
+        if self.try_complete_guarded(purgatory) {
+            self.finish(false);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// The timeout path, on the timer's executor thread.
+    fn expire(&self, epoch: u32) {
+        let _guard = self.lock();
+        if self.is_completed() {
+            return;
+        }
+        {
+            let links = self.links.lock();
+            if links.home.is_none() || links.epoch != epoch {
+                // Cancelled (and maybe watched again) since this entry was armed.
+                return;
+            }
+        }
+        self.finish(true);
+    }
+}
+
+/// The timer entry of a watched operation: one pointer and its claim epoch.
+pub(crate) struct ExpiryTask<Op: DelayedOperation> {
+    op: Arc<Shared<Op>>,
+    epoch: u32,
+}
+
+impl<Op: DelayedOperation> ExpiryTask<Op> {
+    pub(crate) fn new(op: Arc<Shared<Op>>, epoch: u32) -> Self {
+        ExpiryTask { op, epoch }
+    }
+}
+
+impl<Op: DelayedOperation> TimerTask for ExpiryTask<Op> {
+    fn run(self) {
+        self.op.expire(self.epoch);
+    }
+}
+
+/// A shareable handle to a delayed operation and its completion state.
+///
+/// Cloning is cheap (an `Arc`); every clone refers to the same operation.
+/// Derefs to the user's operation. Create one with [`Operation::new`] (or
+/// `op.into()`), keep a clone if you want to look at or force-complete the
+/// operation later, and hand it to
+/// [`Purgatory::try_complete_else_watch`](crate::Purgatory::try_complete_else_watch).
+///
+/// An operation is watched by at most one purgatory at a time, completes at
+/// most once, and once completed is never watched again.
+pub struct Operation<Op: DelayedOperation>(pub(crate) Arc<Shared<Op>>);
+
+impl<Op: DelayedOperation> Operation<Op> {
+    /// Wraps `op` with its own reentrant lock.
+    pub fn new(op: Op) -> Self {
+        Operation(Arc::new(Shared::new(
+            op,
+            LockKind::Own(ReentrantMutex::new(())),
+        )))
+    }
+
+    /// Wraps `op` with a caller-supplied lock, which may be shared by several
+    /// operations (Kafka's group lock): their callbacks then never run
+    /// concurrently with each other or with code holding the lock.
+    pub fn with_lock(op: Op, lock: OperationLock) -> Self {
+        Operation(Arc::new(Shared::new(op, LockKind::Shared(lock))))
+    }
+
+    /// Whether the operation has completed (by its condition, by force or by
+    /// its timeout).
+    pub fn is_completed(&self) -> bool {
+        self.0.is_completed()
+    }
+
+    /// Whether the operation was completed by its timeout.
+    pub fn is_expired(&self) -> bool {
+        self.0.is_expired()
+    }
+
+    /// Whether the operation is currently watched by a purgatory.
+    pub fn is_watched(&self) -> bool {
+        self.0.is_watched()
+    }
+
+    /// Completes the operation now, whatever its condition (Kafka's
+    /// `forceComplete`). Returns `true` iff this call completed it.
+    ///
+    /// Takes the operation lock, leaves every watch list, disarms the timer
+    /// and runs `on_complete` (not `on_expiration`). Safe to call from inside
+    /// the operation's own callbacks (the lock is reentrant); from
+    /// `try_complete` it completes the operation, and the `true` returned by
+    /// `try_complete` afterwards changes nothing.
+    pub fn force_complete(&self) -> bool {
+        let _guard = self.0.lock();
+        self.0.finish(false)
+    }
+
+    /// Locks the operation (its own lock or the shared one), blocking until
+    /// it is free. While the guard lives, none of the operation's callbacks
+    /// run on another thread.
+    pub fn lock(&self) -> OperationGuard<'_> {
+        self.0.lock()
+    }
+
+    /// Whether the current thread holds the operation's lock.
+    pub fn is_locked_by_current_thread(&self) -> bool {
+        self.0.raw_lock().is_owned_by_current_thread()
+    }
+
+    /// Whether two handles refer to the same operation.
+    pub fn ptr_eq(a: &Self, b: &Self) -> bool {
+        Arc::ptr_eq(&a.0, &b.0)
+    }
+}
+
+impl<Op: DelayedOperation> Clone for Operation<Op> {
+    fn clone(&self) -> Self {
+        Operation(self.0.clone())
+    }
+}
+
+impl<Op: DelayedOperation> Deref for Operation<Op> {
+    type Target = Op;
+    fn deref(&self) -> &Op {
+        self.0.op()
+    }
+}
+
+impl<Op: DelayedOperation> From<Op> for Operation<Op> {
+    fn from(op: Op) -> Self {
+        Operation::new(op)
+    }
+}
+
+impl<Op: DelayedOperation + fmt::Debug> fmt::Debug for Operation<Op> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Operation")
+            .field("op", self.0.op())
+            .field("completed", &self.is_completed())
+            .field("expired", &self.is_expired())
+            .field("watched", &self.is_watched())
+            .finish()
+    }
+}

@@ -1,0 +1,524 @@
+//! The purgatory: operations watched under keys until their condition holds
+//! or their timeout passes.
+//!
+//! [`Purgatory::try_complete_else_watch`] follows Kafka's sequence: try the
+//! operation; if it cannot complete, watch it under every key *while holding
+//! its lock*, try again (so no completion event between the two tries is
+//! lost), then arm its timer outside the lock and disarm it if the operation
+//! completed meanwhile. [`Purgatory::check_and_complete`] tries the operations
+//! watched under one key. Expiry runs on the timer's executor thread, driven
+//! by the reaper thread or by [`Purgatory::advance_clock`].
+//!
+//! # Invariants
+//!
+//! * An operation is completed exactly once, under its lock, by whoever gets
+//!   there first (a key's check, a force-complete, the timeout); completing
+//!   it removes it from every watch list and disarms its timer before
+//!   `on_complete` runs. So [`Purgatory::watched`] counts only pending
+//!   operations: there is no purge and no residue.
+//! * [`Purgatory::watched`] and [`Purgatory::delayed`] are O(1) reads of
+//!   counters.
+//! * No user callback runs while a shard or list lock is held; checks work on
+//!   a snapshot of a list, taken a chunk at a time.
+//! * After [`Purgatory::shutdown`] nothing is watched or armed; every
+//!   operation that was pending has been handled by the
+//!   [`ShutdownPolicy`] and returned.
+
+use std::fmt;
+use std::iter;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use timer::{Clock, ConfigError, Reaper, ShutdownError};
+
+use crate::error::PurgatoryError;
+use crate::home::Home;
+use crate::operation::{DelayedOperation, ExpiryTask, Operation, Shared};
+use crate::watch::{Members, WatchIndex, WatchKey};
+
+/// How many operations [`Purgatory::check_and_complete`] copies out of a list
+/// per lock hold.
+const CHECK_CHUNK: usize = 256;
+
+/// What [`Purgatory::shutdown`] (and dropping a purgatory) does with the
+/// operations still pending.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ShutdownPolicy {
+    /// Kafka's behaviour: pending operations get no callback. They are
+    /// unwatched, disarmed, left not completed, and returned by `shutdown()`.
+    #[default]
+    Drop,
+    /// Each pending operation is expired as if its timeout had passed:
+    /// `on_complete` then `on_expiration` run (on the thread calling
+    /// `shutdown()`), and it is returned by `shutdown()`, completed.
+    Expire,
+}
+
+/// Configures and builds a [`Purgatory`]; see [`Purgatory::builder`].
+#[derive(Debug, Clone)]
+pub struct PurgatoryBuilder {
+    name: String,
+    clock: Option<Arc<dyn Clock>>,
+    tick: Duration,
+    wheel_size: usize,
+    reaper: bool,
+    reaper_poll_interval: Duration,
+    shutdown_policy: ShutdownPolicy,
+    shards: usize,
+}
+
+impl PurgatoryBuilder {
+    /// The default number of watch-list shards (Kafka's).
+    pub const DEFAULT_SHARDS: usize = 512;
+
+    fn new(name: String) -> Self {
+        PurgatoryBuilder {
+            name,
+            clock: None,
+            tick: Duration::from_millis(1),
+            wheel_size: 20,
+            reaper: true,
+            reaper_poll_interval: Reaper::DEFAULT_POLL_INTERVAL,
+            shutdown_policy: ShutdownPolicy::Drop,
+            shards: Self::DEFAULT_SHARDS,
+        }
+    }
+
+    /// The clock timeouts are measured with (default: a new
+    /// [`SystemClock`](timer::SystemClock)).
+    pub fn clock(self, clock: impl Clock) -> Self {
+        self.shared_clock(Arc::new(clock))
+    }
+
+    /// A clock shared with other components (e.g. several purgatories and a
+    /// simulation driving one [`ManualClock`](timer::ManualClock)).
+    pub fn shared_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
+    /// The timer's tick (default 1 ms; a whole number of milliseconds).
+    pub fn tick(mut self, tick: Duration) -> Self {
+        self.tick = tick;
+        self
+    }
+
+    /// The number of buckets per timing-wheel level (default 20).
+    pub fn wheel_size(mut self, wheel_size: usize) -> Self {
+        self.wheel_size = wheel_size;
+        self
+    }
+
+    /// Whether a reaper thread drives expiry (default `true`). Without it,
+    /// operations expire only when [`Purgatory::advance_clock`] is called:
+    /// the setting for tests and virtual-time simulations.
+    pub fn reaper(mut self, enabled: bool) -> Self {
+        self.reaper = enabled;
+        self
+    }
+
+    /// How long the reaper waits for the next bucket per loop (default
+    /// 200 ms, as Kafka). It wakes early when an earlier bucket is added and
+    /// on shutdown, so this only bounds idle wake-ups.
+    pub fn reaper_poll_interval(mut self, poll: Duration) -> Self {
+        self.reaper_poll_interval = poll;
+        self
+    }
+
+    /// What shutdown does with pending operations (default
+    /// [`ShutdownPolicy::Drop`]).
+    pub fn shutdown_policy(mut self, policy: ShutdownPolicy) -> Self {
+        self.shutdown_policy = policy;
+        self
+    }
+
+    /// The number of watch-list shards (default 512), rounded up to a power
+    /// of two, at least 2.
+    pub fn shards(mut self, shards: usize) -> Self {
+        self.shards = shards;
+        self
+    }
+
+    /// Builds the purgatory, starting its timer's executor thread and, if
+    /// enabled, its reaper thread.
+    ///
+    /// # Errors
+    /// [`PurgatoryError::Config`] for a bad tick or wheel size, or if a
+    /// thread cannot be spawned; [`PurgatoryError::ZeroReaperPollInterval`]
+    /// for a zero poll interval with the reaper enabled.
+    pub fn build<K: WatchKey, Op: DelayedOperation>(
+        self,
+    ) -> Result<Purgatory<K, Op>, PurgatoryError> {
+        if self.reaper && self.reaper_poll_interval.is_zero() {
+            return Err(PurgatoryError::ZeroReaperPollInterval);
+        }
+        let mut timer = timer::TimerBuilder::new()
+            .tick(self.tick)
+            .wheel_size(self.wheel_size)
+            .name(self.name.clone());
+        if let Some(clock) = self.clock {
+            timer = timer.shared_clock(clock);
+        }
+        let timer = Arc::new(timer.build::<ExpiryTask<Op>>()?);
+        let reaper = if self.reaper {
+            let reaper = Reaper::try_start(timer.clone(), self.reaper_poll_interval)
+                .map_err(|e| PurgatoryError::Config(ConfigError::Spawn(e.to_string())))?;
+            Some(reaper)
+        } else {
+            None
+        };
+        let shards = self.shards.max(2).next_power_of_two();
+        Ok(Purgatory {
+            home: Arc::new(Home::new(self.name, timer)),
+            index: WatchIndex::new(shards),
+            reaper: Mutex::new(reaper),
+            policy: self.shutdown_policy,
+        })
+    }
+}
+
+/// Delayed operations watched under keys, completed when their condition
+/// holds, expired when their timeout passes — each exactly once.
+///
+/// Thread-safe: share it with an `Arc` (or by reference). See the crate
+/// documentation for an example.
+///
+/// Do not call [`advance_clock`](Self::advance_clock) or
+/// [`shutdown`](Self::shutdown) while holding an operation's lock (they wait
+/// for expirations, which take operation locks), nor `advance_clock` from an
+/// operation callback.
+pub struct Purgatory<K: WatchKey, Op: DelayedOperation> {
+    home: Arc<Home<Op>>,
+    index: Arc<WatchIndex<K, Op>>,
+    reaper: Mutex<Option<Reaper>>,
+    policy: ShutdownPolicy,
+}
+
+impl<K: WatchKey, Op: DelayedOperation> Purgatory<K, Op> {
+    /// A purgatory with Kafka's defaults: real time, tick 1 ms, wheel size
+    /// 20, reaper running with a 200 ms poll, [`ShutdownPolicy::Drop`].
+    ///
+    /// # Panics
+    /// If the timer or reaper thread cannot be spawned; use
+    /// [`Purgatory::builder`] to get that as an error value.
+    pub fn new(name: impl Into<String>) -> Self {
+        match Self::builder(name).build() {
+            Ok(p) => p,
+            Err(e) => panic!("cannot start a purgatory: {e}"),
+        }
+    }
+
+    /// A builder starting from the defaults of [`Purgatory::new`].
+    pub fn builder(name: impl Into<String>) -> PurgatoryBuilder {
+        PurgatoryBuilder::new(name.into())
+    }
+
+    /// Completes `op` now if it can, else watches it under every key and
+    /// arms its timeout. Returns `Ok(true)` iff the operation completed in
+    /// this call (`on_complete` has then run).
+    ///
+    /// Sequence: `try_complete` under the operation lock; if not done, add
+    /// the operation to each key's watch list and call `try_complete` again,
+    /// still under the lock (a completion event between the two tries
+    /// cannot be lost: once the operation is in a list, a concurrent
+    /// [`check_and_complete`](Self::check_and_complete) waits for the lock
+    /// and tries it afterwards). Then, outside the lock, arm the timer for
+    /// [`DelayedOperation::timeout`]; if the operation completed meanwhile,
+    /// the timer entry is cancelled at once. Duplicate keys are allowed
+    /// (the operation is then watched twice on that key, as in Kafka).
+    ///
+    /// # Errors
+    /// * [`PurgatoryError::NoKeys`] if `keys` is empty (nothing is tried).
+    /// * [`PurgatoryError::AlreadyWatched`] if the operation is already
+    ///   watched, here or elsewhere, and
+    ///   [`PurgatoryError::AlreadyCompleted`] if it has completed: an
+    ///   operation is handed over at most once at a time and never after it
+    ///   completed. (One returned by [`cancel_for_key`](Self::cancel_for_key)
+    ///   or by a [`ShutdownPolicy::Drop`] shutdown may be watched again.)
+    /// * [`PurgatoryError::Shutdown`] if the purgatory is shut down. If the
+    ///   shutdown happens while this call runs, the operation is handled by
+    ///   the shutdown policy like every pending one (but is not in the list
+    ///   `shutdown()` returns).
+    pub fn try_complete_else_watch(
+        &self,
+        op: impl Into<Operation<Op>>,
+        keys: impl IntoIterator<Item = K>,
+    ) -> Result<bool, PurgatoryError> {
+        let op = op.into();
+        let shared = &op.0;
+        let mut keys = keys.into_iter();
+        let Some(first) = keys.next() else {
+            return Err(PurgatoryError::NoKeys);
+        };
+        if self.home.is_shut_down() {
+            return Err(PurgatoryError::Shutdown);
+        }
+        let name = self.home.name.as_str();
+        let (epoch, timeout) = {
+            let _guard = shared.lock();
+            if shared.is_completed() {
+                return Err(PurgatoryError::AlreadyCompleted);
+            }
+            if shared.is_watched() {
+                return Err(PurgatoryError::AlreadyWatched);
+            }
+            if shared.try_complete_guarded(name) {
+                shared.finish(false);
+                return Ok(true);
+            }
+            let timeout = crate::operation::guarded(name, "timeout", || shared.op().timeout())
+                .unwrap_or(Duration::ZERO);
+            // No user code runs while the operation is being added to the
+            // lists and we hold its lock, so it cannot complete meanwhile:
+            // Kafka's "skip the remaining keys once completed" never applies.
+            let mut members = Members::new();
+            let mut refused = false;
+            let closed = || self.home.is_shut_down();
+            for key in iter::once(first).chain(keys) {
+                match self.index.watch(key, shared, closed) {
+                    Some(m) => members.push(m),
+                    None => {
+                        refused = true;
+                        break;
+                    }
+                }
+            }
+            debug_assert!(!shared.is_completed());
+            self.home.add_watched(members.len());
+            let epoch = shared.claim(self.home.clone(), members);
+            if refused {
+                shared.release(false);
+                return Err(PurgatoryError::Shutdown);
+            }
+            if shared.try_complete_guarded(name) {
+                shared.finish(false);
+                return Ok(true);
+            }
+            (epoch, timeout)
+        };
+        self.arm(shared, epoch, timeout)
+    }
+
+    /// Arms the timer of an operation claimed at `epoch`, outside its lock.
+    fn arm(
+        &self,
+        shared: &Arc<Shared<Op>>,
+        epoch: u32,
+        timeout: Duration,
+    ) -> Result<bool, PurgatoryError> {
+        let task = ExpiryTask::new(shared.clone(), epoch);
+        match self.home.timer.add(timeout, task) {
+            Ok(handle) => {
+                let mut links = shared.links.lock();
+                if links.epoch == epoch && links.home.is_some() {
+                    links.timer = Some(handle);
+                } else {
+                    // Completed (or cancelled) between the lock release and
+                    // now: disarm. If the entry already fired, its task sees
+                    // the operation completed or unclaimed and does nothing.
+                    drop(links);
+                    self.home.timer.cancel(&handle);
+                }
+                Ok(false)
+            }
+            Err(ShutdownError(task)) => {
+                drop(task);
+                let _guard = shared.lock();
+                let ours = shared.is_claimed_by(&self.home) && shared.links.lock().epoch == epoch;
+                if ours && !shared.is_completed() {
+                    self.apply_shutdown_policy(shared);
+                }
+                Err(PurgatoryError::Shutdown)
+            }
+        }
+    }
+
+    /// Handles one pending operation at shutdown. Operation lock held.
+    fn apply_shutdown_policy(&self, shared: &Shared<Op>) {
+        match self.policy {
+            ShutdownPolicy::Drop => {
+                shared.release(false);
+            }
+            ShutdownPolicy::Expire => {
+                shared.finish(true);
+            }
+        }
+    }
+
+    /// Tries every operation watched under `key` and completes those that can
+    /// complete now. Returns how many this call completed.
+    ///
+    /// Each operation is tried under its lock (waiting for it, as Kafka
+    /// does), never with a purgatory lock held: the list is copied a chunk at
+    /// a time and the copies are tried. Completed operations leave all their
+    /// lists at once, and a key whose list becomes empty is removed. Call it
+    /// without holding locks that `try_complete` implementations take.
+    pub fn check_and_complete(&self, key: &K) -> usize {
+        let Some(list) = self.index.get(key) else {
+            return 0;
+        };
+        let name = self.home.name.as_str();
+        let mut batch = Vec::new();
+        let mut next = Some(0);
+        let mut completed = 0;
+        while let Some(from) = next {
+            next = list.snapshot_from(from, CHECK_CHUNK, &mut batch);
+            for op in batch.drain(..) {
+                if op.check(name) {
+                    completed += 1;
+                }
+            }
+        }
+        if completed > 0 {
+            log::debug!("purgatory {name}: completed {completed} operations for key {key:?}");
+        }
+        completed
+    }
+
+    /// Stops watching `key`: returns the operations watched under it, not
+    /// completed (no callback runs), with their timers disarmed and removed
+    /// from the watch lists of their other keys too. They may be watched
+    /// again. Returns an empty vector for an unknown key.
+    pub fn cancel_for_key(&self, key: &K) -> Vec<Operation<Op>> {
+        let mut ops = Vec::new();
+        if !self.index.remove(key, &mut ops) {
+            return Vec::new();
+        }
+        let mut cancelled = Vec::with_capacity(ops.len());
+        for op in ops {
+            let ours = {
+                let _guard = op.lock();
+                // An operation watched twice on the key appears twice; the
+                // first visit releases it. One completing concurrently is
+                // left to its completer.
+                let ours = !op.is_completed() && op.is_claimed_by(&self.home);
+                if ours {
+                    op.release(true);
+                }
+                ours
+            };
+            if ours {
+                cancelled.push(Operation(op));
+            }
+        }
+        cancelled
+    }
+
+    /// Number of watch-list entries (an operation watched under three keys
+    /// counts three times). O(1). Completed and cancelled operations are
+    /// never counted: they leave every list at once.
+    pub fn watched(&self) -> usize {
+        self.home.watched()
+    }
+
+    /// Number of operations with an armed timer. O(1).
+    pub fn delayed(&self) -> usize {
+        self.home.timer.size()
+    }
+
+    /// Number of watch-list entries under `key` (0 for an unknown key).
+    /// Takes that key's list lock briefly.
+    pub fn watched_on(&self, key: &K) -> usize {
+        self.index.get(key).map_or(0, |list| list.len())
+    }
+
+    /// Number of keys with at least one watched operation.
+    pub fn watched_keys(&self) -> usize {
+        self.index.keys()
+    }
+
+    /// Drives expiry by hand: waits up to `timeout` (real time) for the next
+    /// timer bucket to come due, expires every operation due by the clock,
+    /// and returns once their expiration callbacks have run. Returns whether
+    /// anything was due. With a [`ManualClock`](timer::ManualClock) and no
+    /// reaper, call it with `Duration::ZERO` after moving the clock.
+    pub fn advance_clock(&self, timeout: Duration) -> bool {
+        let any = self.home.timer.advance_clock(timeout);
+        self.home.timer.wait_for_executor();
+        any
+    }
+
+    /// Shuts the purgatory down: stops the reaper, stops the timer (letting
+    /// expirations already under way finish), and handles every operation
+    /// still pending by the [`ShutdownPolicy`]. Returns those operations.
+    /// Afterwards nothing is watched or armed, and
+    /// [`try_complete_else_watch`](Self::try_complete_else_watch) fails with
+    /// [`PurgatoryError::Shutdown`]. Idempotent: later calls return nothing.
+    /// Dropping the purgatory shuts it down too.
+    pub fn shutdown(&self) -> Vec<Operation<Op>> {
+        if self.home.mark_shut_down() {
+            return Vec::new();
+        }
+        if let Some(reaper) = self.reaper.lock().take() {
+            reaper.stop();
+        }
+        // Pending timer entries are dropped: their operations are all in
+        // watch lists, and are handled from there.
+        drop(self.home.timer.shutdown());
+        let mut ops = Vec::new();
+        self.index.drain(&mut ops);
+        let mut pending = Vec::new();
+        for op in ops {
+            let ours = {
+                let _guard = op.lock();
+                let ours = !op.is_completed() && op.is_claimed_by(&self.home);
+                if ours {
+                    self.apply_shutdown_policy(&op);
+                }
+                ours
+            };
+            if ours {
+                pending.push(Operation(op));
+            }
+        }
+        log::debug!(
+            "purgatory {}: shut down with {} pending operations ({:?} policy)",
+            self.home.name,
+            pending.len(),
+            self.policy
+        );
+        pending
+    }
+
+    /// Whether [`shutdown`](Self::shutdown) has been called.
+    pub fn is_shut_down(&self) -> bool {
+        self.home.is_shut_down()
+    }
+
+    /// The shutdown policy.
+    pub fn shutdown_policy(&self) -> ShutdownPolicy {
+        self.policy
+    }
+
+    /// The purgatory's name (also its timer's, and in its reaper thread's).
+    pub fn name(&self) -> &str {
+        &self.home.name
+    }
+
+    /// The clock timeouts are measured with.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        self.home.timer.clock()
+    }
+}
+
+impl<K: WatchKey, Op: DelayedOperation> Drop for Purgatory<K, Op> {
+    /// Shuts down (see [`Purgatory::shutdown`]); the pending operations are
+    /// handled by the policy and dropped.
+    fn drop(&mut self) {
+        drop(self.shutdown());
+    }
+}
+
+impl<K: WatchKey, Op: DelayedOperation> fmt::Debug for Purgatory<K, Op> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Purgatory")
+            .field("name", &self.home.name)
+            .field("watched", &self.watched())
+            .field("delayed", &self.delayed())
+            .field("keys", &self.watched_keys())
+            .field("shutdown_policy", &self.policy)
+            .field("shut_down", &self.is_shut_down())
+            .finish()
+    }
+}
