@@ -1,1 +1,286 @@
-fn main() {}
+//! `purgatory-bench`: runs the standard workloads of `BENCHMARKS.md` against
+//! this project's timer and its peers, and prints a table (or JSON lines).
+//!
+//! ```text
+//! purgatory-bench w1 [--n N] [--seed S] [--rounds R] [--json] [--only a,b]
+//! purgatory-bench w3 [--n N] [--producers P] [--seed S] [--rounds R] [--json]
+//! ```
+//!
+//! By default every implementation runs in its own child process (this same
+//! binary, with the hidden `--impl NAME`), round after round, with the order
+//! of implementations rotated each round; the figures reported are the
+//! medians over rounds (`report::aggregate`). `--in-process` runs everything
+//! in this process instead (memory figures are then less clean).
+
+use clap::{Args, Parser, Subcommand};
+use purgatory_bench::report::{self, Record};
+use purgatory_bench::{child, w1, w3, TargetCheck};
+use std::process::ExitCode;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "purgatory-bench",
+    version,
+    about = "Runs the standard workloads (BENCHMARKS.md) against the timer and its peers"
+)]
+struct Cli {
+    #[command(subcommand)]
+    workload: Workload,
+}
+
+#[derive(Debug, Subcommand)]
+enum Workload {
+    /// W1: timer churn on a virtual clock (add N, cancel N/2, expire).
+    W1(W1Args),
+    /// W3: concurrent adds on the real clock with a reaper running.
+    W3(W3Args),
+}
+
+/// Options every workload has.
+#[derive(Debug, Clone, Args)]
+struct Common {
+    /// Print one JSON object per line and implementation instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// PRNG seed.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Rounds to run (implementations interleaved); medians are reported.
+    /// Default: 5 for W1, 3 for W3.
+    #[arg(long)]
+    rounds: Option<usize>,
+    /// Run only these implementations (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+    /// Run every implementation in this process instead of a child process each.
+    #[arg(long)]
+    in_process: bool,
+    /// Run exactly this implementation once, here, and print its JSON line
+    /// (what the parent asks its child processes to do).
+    #[arg(long = "impl", hide = true)]
+    child_impl: Option<String>,
+}
+
+#[derive(Debug, Clone, Args)]
+struct W1Args {
+    #[command(flatten)]
+    common: Common,
+    /// Number of tasks.
+    #[arg(long, default_value_t = 1_000_000)]
+    n: usize,
+    /// Largest delay in ms (delays are uniform in [1, max]).
+    #[arg(long, default_value_t = 60_000)]
+    max_delay_ms: u64,
+}
+
+#[derive(Debug, Clone, Args)]
+struct W3Args {
+    #[command(flatten)]
+    common: Common,
+    /// Tasks added by each producer.
+    #[arg(long, default_value_t = 1_000_000)]
+    n: usize,
+    /// Producer threads.
+    #[arg(long, default_value_t = 2)]
+    producers: usize,
+    /// Largest delay in ms (delays are uniform in [1, max]).
+    #[arg(long, default_value_t = 10_000)]
+    max_delay_ms: u64,
+}
+
+/// Runs one implementation (by name) in this process.
+type RunHere<'a> = Box<dyn Fn(&str) -> Result<Record, String> + 'a>;
+/// The command-line arguments of a child process that runs one implementation.
+type ChildArgs<'a> = Box<dyn Fn(&str) -> Vec<String> + 'a>;
+
+/// What differs between workloads, for the shared driver [`run_workload`].
+struct WorkloadSpec<'a> {
+    name: &'static str,
+    impls: &'static [&'static str],
+    default_rounds: usize,
+    spread: &'static [&'static str],
+    columns: &'static [(&'static str, &'static str)],
+    /// Runs one implementation in this process.
+    run_here: RunHere<'a>,
+    /// Arguments for a child process that runs one implementation.
+    child_args: ChildArgs<'a>,
+    targets: fn(&[Record]) -> Vec<TargetCheck>,
+    /// One line describing the parameters, for the table's heading.
+    describe: String,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match &cli.workload {
+        Workload::W1(a) => {
+            let params = w1::W1Params {
+                n: a.n,
+                seed: a.common.seed,
+                max_delay_ms: a.max_delay_ms.max(1),
+            };
+            let p = params.clone();
+            let args = a.clone();
+            run_workload(
+                &a.common,
+                WorkloadSpec {
+                    name: "w1",
+                    impls: w1::IMPLS,
+                    default_rounds: 5,
+                    spread: w1::SPREAD,
+                    columns: w1::COLUMNS,
+                    run_here: Box::new(move |name| w1::run(name, &p).map(|r| r.to_record())),
+                    child_args: Box::new(move |name| {
+                        strings(&[
+                            "w1",
+                            "--json",
+                            "--impl",
+                            name,
+                            "--n",
+                            &args.n.to_string(),
+                            "--seed",
+                            &args.common.seed.to_string(),
+                            "--max-delay-ms",
+                            &args.max_delay_ms.to_string(),
+                        ])
+                    }),
+                    targets: w1::targets,
+                    describe: format!(
+                        "W1 timer churn: n = {}, delays 1..={} ms, seed {}, cancel even indices, expire to {} ms (virtual clock)",
+                        params.n,
+                        params.max_delay_ms,
+                        params.seed,
+                        params.horizon_ms()
+                    ),
+                },
+            )
+        }
+        Workload::W3(a) => {
+            let params = w3::W3Params {
+                n: a.n,
+                producers: a.producers.max(1),
+                seed: a.common.seed,
+                max_delay_ms: a.max_delay_ms.max(1),
+            };
+            let p = params.clone();
+            let args = a.clone();
+            run_workload(
+                &a.common,
+                WorkloadSpec {
+                    name: "w3",
+                    impls: w3::IMPLS,
+                    default_rounds: 3,
+                    spread: w3::SPREAD,
+                    columns: w3::COLUMNS,
+                    run_here: Box::new(move |name| w3::run(name, &p).map(|r| r.to_record())),
+                    child_args: Box::new(move |name| {
+                        strings(&[
+                            "w3",
+                            "--json",
+                            "--impl",
+                            name,
+                            "--n",
+                            &args.n.to_string(),
+                            "--producers",
+                            &args.producers.to_string(),
+                            "--seed",
+                            &args.common.seed.to_string(),
+                            "--max-delay-ms",
+                            &args.max_delay_ms.to_string(),
+                        ])
+                    }),
+                    targets: w3::targets,
+                    describe: format!(
+                        "W3 concurrent adds: {} producers × {} tasks, delays 1..={} ms, seed {} (real clock, reaper running)",
+                        params.producers, params.n, params.max_delay_ms, params.seed
+                    ),
+                },
+            )
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("purgatory-bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn strings(args: &[&str]) -> Vec<String> {
+    args.iter().map(|s| s.to_string()).collect()
+}
+
+/// Runs a workload: one implementation here (child mode), or every selected
+/// implementation for several interleaved rounds, then prints the medians.
+fn run_workload(common: &Common, w: WorkloadSpec<'_>) -> Result<(), String> {
+    if let Some(name) = &common.child_impl {
+        let record = (w.run_here)(name)?;
+        println!("{}", record.to_json());
+        return Ok(());
+    }
+
+    let impls: Vec<&str> = if common.only.is_empty() {
+        w.impls.to_vec()
+    } else {
+        for o in &common.only {
+            if !w.impls.contains(&o.as_str()) {
+                return Err(format!(
+                    "unknown {} implementation {o:?} (expected one of {:?})",
+                    w.name, w.impls
+                ));
+            }
+        }
+        w.impls
+            .iter()
+            .copied()
+            .filter(|i| common.only.iter().any(|o| o == i))
+            .collect()
+    };
+    let rounds = common.rounds.unwrap_or(w.default_rounds).max(1);
+    let mut per_impl: Vec<Vec<Record>> = vec![Vec::new(); impls.len()];
+    for round in 0..rounds {
+        // Rotate the order each round so no implementation always runs first.
+        for k in 0..impls.len() {
+            let slot = (k + round) % impls.len();
+            let name = impls[slot];
+            eprintln!("{} round {}/{}: {name} …", w.name, round + 1, rounds);
+            let record = if common.in_process {
+                (w.run_here)(name)?
+            } else {
+                child::run_self(&(w.child_args)(name))?
+                    .into_iter()
+                    .next()
+                    .ok_or_else(|| format!("child for {name} printed no record"))?
+            };
+            per_impl[slot].push(record);
+        }
+    }
+    let merged: Vec<Record> = per_impl
+        .iter()
+        .filter_map(|rs| report::aggregate(rs, w.spread))
+        .collect();
+
+    if common.json {
+        for r in &merged {
+            println!("{}", r.to_json());
+        }
+    } else {
+        println!("{}", w.describe);
+        println!(
+            "medians of {rounds} interleaved round(s){}",
+            if common.in_process {
+                ", in one process"
+            } else {
+                ", one child process per implementation and round"
+            }
+        );
+        println!();
+        print!("{}", report::table(&merged, w.columns));
+        println!();
+        println!("targets:");
+        for c in (w.targets)(&merged) {
+            println!("  [{:>6}] {}", c.verdict(), c.description);
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,69 @@
+//! Workload runner for the standard workloads of `BENCHMARKS.md`.
+//!
+//! The binary `purgatory-bench` (see `main.rs`) parses the command line and
+//! prints tables; everything it measures lives in this library so that the
+//! unit tests and the criterion benches can reach it:
+//!
+//! - [`w1`]: W1, timer churn on a virtual clock (single thread): this crate's
+//!   `timer::TimingWheel` against [`peers::binary_heap`] and tokio-util's
+//!   `DelayQueue` on a paused runtime.
+//! - [`w3`]: W3, concurrent adds on the real clock with a reaper running:
+//!   `timer::Timer` + `timer::Reaper` against [`peers::mutex_binary_heap`].
+//! - [`rng`]: the seeded SplitMix64 every workload draws its delays from.
+//! - [`rss`]: Linux `/proc` memory readings (degrading to `None` elsewhere).
+//! - [`stats`]: percentiles and medians.
+//! - [`report`]: flat JSON records (written and read back by hand), the
+//!   aggregation of rounds into medians, and plain-text tables.
+//! - [`child`]: running one implementation in a child process of the runner,
+//!   so that each gets a clean address space for its memory figures.
+//!
+//! W2 (the purgatory workload) will be a sibling module `w2` with the same
+//! shape: a parameter struct, one `run_*` function per implementation
+//! returning a [`report::Record`], and a list of target checks.
+#![warn(missing_docs, missing_debug_implementations)]
+
+pub mod child;
+pub mod peers;
+pub mod report;
+pub mod rng;
+pub mod rss;
+pub mod stats;
+pub mod w1;
+pub mod w3;
+
+/// One check of a published target ("timer total ≤ 0.8 × fastest peer"),
+/// evaluated on the figures of one run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TargetCheck {
+    /// What is checked, with the figures involved.
+    pub description: String,
+    /// Whether the target is met; `None` when a figure is missing.
+    pub met: Option<bool>,
+}
+
+impl TargetCheck {
+    /// A check whose outcome is known.
+    pub fn new(description: impl Into<String>, met: bool) -> Self {
+        TargetCheck {
+            description: description.into(),
+            met: Some(met),
+        }
+    }
+
+    /// A check that could not be evaluated (a figure was missing).
+    pub fn unknown(description: impl Into<String>) -> Self {
+        TargetCheck {
+            description: description.into(),
+            met: None,
+        }
+    }
+
+    /// `MET`, `MISSED` or `n/a`, for printing.
+    pub fn verdict(&self) -> &'static str {
+        match self.met {
+            Some(true) => "MET",
+            Some(false) => "MISSED",
+            None => "n/a",
+        }
+    }
+}

@@ -1,0 +1,467 @@
+//! W3 — concurrent adds on the real clock, with a reaper running.
+//!
+//! The workload of `BENCHMARKS.md`: 2 producer threads each add 1,000,000
+//! tasks with delays uniform in `[1, 10,000]` ms to one shared timer whose
+//! reaper runs; then the harness waits until every task has fired.
+//! Implementations:
+//!
+//! - `timer`: `Arc<timer::Timer<LateTask>>` with the defaults (tick 1 ms,
+//!   wheel 20, `SystemClock`) driven by `timer::Reaper`; tasks run on the
+//!   timer's executor thread.
+//! - `mutex_binary_heap`: [`MutexHeapTimer`], tasks run on its reaper thread.
+//!
+//! Delays come from one SplitMix64 stream seeded with the seed: producer `p`
+//! takes draws `p·n .. (p+1)·n`. They are drawn before the producers start.
+//!
+//! Each producer reads `Instant::now()`, computes the task's deadline as that
+//! instant plus its delay, and calls the timer's `add(delay, task)` (which
+//! reads its own clock after ours, so its deadline is never earlier). When
+//! the task runs it records its lateness — fire instant minus that deadline,
+//! signed, in whole microseconds rounded down — into a preallocated array
+//! ([`Recorder`]); a negative lateness is an *early* fire.
+//!
+//! Figures: `adds_per_s` is all tasks divided by the wall time from the
+//! start barrier until the last producer finishes; lateness percentiles are
+//! nearest-rank over all fired tasks; `peak_rss_mb` is the process's peak
+//! RSS (`VmHWM`, reset at the start of the run), which includes the 4-byte
+//! lateness slot per task and the delay arrays.
+//!
+//! The recorder is leaked (`Box::leak`) so that each task can carry a plain
+//! `&'static` reference instead of an `Arc` (whose reference count the two
+//! producers would contend on); that is one allocation per run.
+
+use crate::peers::mutex_binary_heap::MutexHeapTimer;
+use crate::report::Record;
+use crate::rng::SplitMix64;
+use crate::{rss, stats, TargetCheck};
+use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::{Duration, Instant};
+use timer::{Reaper, Timer, TimerTask};
+
+/// Implementation names, in the order they are run and reported.
+pub const IMPLS: &[&str] = &["timer", "mutex_binary_heap"];
+
+/// Fields that get `_min`/`_max` companions when rounds are merged.
+pub const SPREAD: &[&str] = &["adds_per_s", "late_p99_ms"];
+
+/// Table columns: `(heading, field)`.
+pub const COLUMNS: &[(&str, &str)] = &[
+    ("impl", "impl"),
+    ("tasks", "n"),
+    ("adds/s", "adds_per_s"),
+    ("min", "adds_per_s_min"),
+    ("max", "adds_per_s_max"),
+    ("late p50 ms", "late_p50_ms"),
+    ("p99 ms", "late_p99_ms"),
+    ("max ms", "late_max_ms"),
+    ("early", "early"),
+    ("fired", "fired"),
+    ("missing", "missing"),
+    ("peak RSS MB", "peak_rss_mb"),
+    ("rounds", "rounds"),
+];
+
+/// Lateness slot of a task that has not fired.
+const NOT_FIRED: i32 = i32::MIN;
+
+/// W3's parameters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct W3Params {
+    /// Tasks added by each producer.
+    pub n: usize,
+    /// Producer threads.
+    pub producers: usize,
+    /// PRNG seed.
+    pub seed: u64,
+    /// Largest delay, in ms (delays are uniform in `[1, max_delay_ms]`).
+    pub max_delay_ms: u64,
+}
+
+impl Default for W3Params {
+    /// The reported defaults: 2 producers × 1,000,000 tasks, seed 42, delays
+    /// up to 10 s.
+    fn default() -> Self {
+        W3Params {
+            n: 1_000_000,
+            producers: 2,
+            seed: 42,
+            max_delay_ms: 10_000,
+        }
+    }
+}
+
+impl W3Params {
+    /// All tasks, across producers.
+    pub fn total(&self) -> usize {
+        self.n * self.producers
+    }
+}
+
+/// Where fired tasks record their lateness.
+#[derive(Debug)]
+pub struct Recorder {
+    origin: Instant,
+    late_us: Box<[AtomicI32]>,
+    fired: AtomicUsize,
+    early: AtomicUsize,
+    double: AtomicUsize,
+}
+
+impl Recorder {
+    /// A recorder for `tasks` tasks, its clock starting now.
+    pub fn new(tasks: usize) -> Self {
+        Recorder {
+            origin: Instant::now(),
+            late_us: (0..tasks).map(|_| AtomicI32::new(NOT_FIRED)).collect(),
+            fired: AtomicUsize::new(0),
+            early: AtomicUsize::new(0),
+            double: AtomicUsize::new(0),
+        }
+    }
+
+    /// Nanoseconds since the recorder's origin.
+    pub fn now_ns(&self) -> u64 {
+        u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// The instant the recorder counts from.
+    pub fn origin(&self) -> Instant {
+        self.origin
+    }
+
+    /// Task `idx`, due at `due_ns`, fires now.
+    pub fn record(&self, idx: u32, due_ns: u64) {
+        let late_ns = self.now_ns() as i64 - due_ns as i64;
+        if late_ns < 0 {
+            self.early.fetch_add(1, Ordering::Relaxed);
+        }
+        let late_us = late_ns
+            .div_euclid(1000)
+            .clamp(i64::from(NOT_FIRED) + 1, i64::from(i32::MAX)) as i32;
+        match self.late_us.get(idx as usize) {
+            Some(slot) if slot.swap(late_us, Ordering::Relaxed) == NOT_FIRED => {
+                self.fired.fetch_add(1, Ordering::Release);
+            }
+            _ => {
+                self.double.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Tasks fired so far (each counted once).
+    pub fn fired(&self) -> usize {
+        self.fired.load(Ordering::Acquire)
+    }
+
+    /// Lateness of every fired task in µs, sorted ascending.
+    pub fn sorted_lateness_us(&self) -> Vec<i32> {
+        let mut v: Vec<i32> = self
+            .late_us
+            .iter()
+            .map(|a| a.load(Ordering::Relaxed))
+            .filter(|&l| l != NOT_FIRED)
+            .collect();
+        v.sort_unstable();
+        v
+    }
+}
+
+/// The W3 task: records its lateness when run.
+#[derive(Debug)]
+pub struct LateTask {
+    rec: &'static Recorder,
+    due_ns: u64,
+    idx: u32,
+}
+
+impl TimerTask for LateTask {
+    fn run(self) {
+        self.rec.record(self.idx, self.due_ns);
+    }
+}
+
+/// The figures of one W3 run of one implementation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct W3Result {
+    /// Implementation name (one of [`IMPLS`]).
+    pub impl_name: &'static str,
+    /// The parameters it ran with.
+    pub params: W3Params,
+    /// From the start barrier until the last producer finished.
+    pub add_wall: Duration,
+    /// Lateness percentiles p50, p99 and the maximum, in µs.
+    pub late_us: Option<[i32; 3]>,
+    /// Smallest lateness in µs (negative: fired early).
+    pub late_min_us: Option<i32>,
+    /// Tasks fired (once).
+    pub fired: usize,
+    /// Tasks fired before their deadline.
+    pub early: usize,
+    /// Tasks that fired more than once.
+    pub double: usize,
+    /// Tasks that had not fired when the harness gave up waiting.
+    pub missing: usize,
+    /// Peak RSS of the process, in MB (`None` without `/proc`).
+    pub peak_rss_mb: Option<f64>,
+}
+
+impl W3Result {
+    /// The run as a report record (the JSON fields).
+    pub fn to_record(&self) -> Record {
+        let total = self.params.total();
+        let secs = self.add_wall.as_secs_f64();
+        let rate = (secs > 0.0).then(|| (total as f64 / secs).round() as u64);
+        let ms = |us: i32| f64::from(us) / 1e3;
+        Record::new()
+            .with("workload", "w3")
+            .with("impl", self.impl_name)
+            .with("n", total)
+            .with("producers", self.params.producers)
+            .with("seed", self.params.seed)
+            .with("adds_per_s", rate)
+            .with("add_ms", secs * 1e3)
+            .with("late_p50_ms", self.late_us.map(|l| ms(l[0])))
+            .with("late_p99_ms", self.late_us.map(|l| ms(l[1])))
+            .with("late_max_ms", self.late_us.map(|l| ms(l[2])))
+            .with("late_min_ms", self.late_min_us.map(ms))
+            .with("early", self.early)
+            .with("fired", self.fired)
+            .with("missing", self.missing)
+            .with("double", self.double)
+            .with("peak_rss_mb", self.peak_rss_mb)
+    }
+}
+
+/// Runs implementation `impl_name` once.
+pub fn run(impl_name: &str, params: &W3Params) -> Result<W3Result, String> {
+    match impl_name {
+        "timer" => Ok(run_timer(params)),
+        "mutex_binary_heap" => Ok(run_mutex_binary_heap(params)),
+        other => Err(format!(
+            "unknown W3 implementation {other:?} (expected one of {IMPLS:?})"
+        )),
+    }
+}
+
+/// W3 on this project's `timer::Timer` with its `Reaper`.
+pub fn run_timer(params: &W3Params) -> W3Result {
+    rss::reset_peak();
+    let timer: Arc<Timer<LateTask>> = Arc::new(Timer::new());
+    let reaper = Reaper::start(timer.clone());
+    let result = drive("timer", params, |delay, task| {
+        // A shut-down timer hands the task back; it then shows as missing.
+        let _ = timer.add(delay, task);
+    });
+    reaper.stop();
+    timer.shutdown();
+    result
+}
+
+/// W3 on the `Mutex<BinaryHeap>` + condvar reaper peer.
+pub fn run_mutex_binary_heap(params: &W3Params) -> W3Result {
+    rss::reset_peak();
+    let heap = MutexHeapTimer::start(Instant::now());
+    let result = drive("mutex_binary_heap", params, |delay, task| {
+        heap.add(delay, task);
+    });
+    heap.shutdown();
+    result
+}
+
+/// The common part: draw the delays, run the producers against `add`, wait
+/// for every task to fire (or for the longest delay plus 30 s), and gather
+/// the figures.
+fn drive(
+    impl_name: &'static str,
+    params: &W3Params,
+    add: impl Fn(Duration, LateTask) + Sync,
+) -> W3Result {
+    let total = params.total();
+    assert!(
+        u32::try_from(total).is_ok(),
+        "W3 supports at most 2^32 tasks"
+    );
+    let mut rng = SplitMix64::new(params.seed);
+    let delays: Vec<Vec<u32>> = (0..params.producers)
+        .map(|_| {
+            (0..params.n)
+                .map(|_| rng.delay_ms(params.max_delay_ms) as u32)
+                .collect()
+        })
+        .collect();
+    let rec: &'static Recorder = Box::leak(Box::new(Recorder::new(total)));
+    let barrier = Barrier::new(params.producers + 1);
+
+    let (start, end) = thread::scope(|s| {
+        let producers: Vec<_> = delays
+            .iter()
+            .enumerate()
+            .map(|(p, delays)| {
+                let (add, barrier) = (&add, &barrier);
+                let base = p * params.n;
+                s.spawn(move || {
+                    barrier.wait();
+                    for (k, &d) in delays.iter().enumerate() {
+                        let delay = Duration::from_millis(u64::from(d));
+                        let due_ns = rec.now_ns() + u64::from(d) * 1_000_000;
+                        add(
+                            delay,
+                            LateTask {
+                                rec,
+                                due_ns,
+                                idx: (base + k) as u32,
+                            },
+                        );
+                    }
+                    Instant::now()
+                })
+            })
+            .collect();
+        barrier.wait();
+        let start = Instant::now();
+        let end = producers
+            .into_iter()
+            .map(|h| h.join().expect("producer panicked"))
+            .max()
+            .unwrap_or(start);
+        (start, end)
+    });
+    drop(delays);
+
+    let give_up = end + Duration::from_millis(params.max_delay_ms) + Duration::from_secs(30);
+    while rec.fired() < total && Instant::now() < give_up {
+        thread::sleep(Duration::from_millis(5));
+    }
+
+    let lateness = rec.sorted_lateness_us();
+    let late_us = match (
+        stats::percentile(&lateness, 50.0),
+        stats::percentile(&lateness, 99.0),
+        lateness.last(),
+    ) {
+        (Some(a), Some(b), Some(&c)) => Some([a, b, c]),
+        _ => None,
+    };
+    let fired = rec.fired();
+    W3Result {
+        impl_name,
+        params: params.clone(),
+        add_wall: end.saturating_duration_since(start),
+        late_us,
+        late_min_us: lateness.first().copied(),
+        fired,
+        early: rec.early.load(Ordering::Relaxed),
+        double: rec.double.load(Ordering::Relaxed),
+        missing: total.saturating_sub(fired),
+        peak_rss_mb: rss::peak_rss_kb().map(|kb| kb as f64 / 1024.0),
+    }
+}
+
+/// The targets of issue 2 for W3, evaluated on one run's records: no early
+/// fire and nothing missing anywhere, `timer`'s adds/s at least
+/// `mutex_binary_heap`'s, and `timer`'s p99 lateness ≤ 2 ms.
+pub fn targets(records: &[Record]) -> Vec<TargetCheck> {
+    let mut checks = Vec::new();
+    for r in records {
+        let name = r.str("impl").unwrap_or("?");
+        let early = r.num("early").unwrap_or(f64::NAN);
+        let missing = r.num("missing").unwrap_or(f64::NAN);
+        checks.push(TargetCheck::new(
+            format!("{name}: early = {early} (target 0), missing = {missing}"),
+            early == 0.0 && missing == 0.0,
+        ));
+    }
+    let get = |name: &str, field: &str| {
+        records
+            .iter()
+            .find(|r| r.str("impl") == Some(name))
+            .and_then(|r| r.num(field))
+    };
+    match (
+        get("timer", "adds_per_s"),
+        get("mutex_binary_heap", "adds_per_s"),
+    ) {
+        (Some(ours), Some(theirs)) => checks.push(TargetCheck::new(
+            format!(
+                "timer adds/s {ours:.0} = {:.2} × mutex_binary_heap's {theirs:.0} (target ≥ 1.00)",
+                ours / theirs
+            ),
+            ours >= theirs,
+        )),
+        _ => checks.push(TargetCheck::unknown("timer adds/s vs mutex_binary_heap")),
+    }
+    match get("timer", "late_p99_ms") {
+        Some(p99) => checks.push(TargetCheck::new(
+            format!("timer late_p99_ms = {p99:.3} (target ≤ 2)"),
+            p99 <= 2.0,
+        )),
+        None => checks.push(TargetCheck::unknown("timer late_p99_ms")),
+    }
+    checks
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recorder_counts_early_double_and_lateness() {
+        let rec: &'static Recorder = Box::leak(Box::new(Recorder::new(3)));
+        let far = rec.now_ns() + 3_600_000_000_000;
+        LateTask {
+            rec,
+            due_ns: far,
+            idx: 0,
+        }
+        .run();
+        LateTask {
+            rec,
+            due_ns: 0,
+            idx: 1,
+        }
+        .run();
+        LateTask {
+            rec,
+            due_ns: 0,
+            idx: 1,
+        }
+        .run();
+        assert_eq!(rec.fired(), 2);
+        assert_eq!(rec.early.load(Ordering::Relaxed), 1);
+        assert_eq!(rec.double.load(Ordering::Relaxed), 1);
+        let l = rec.sorted_lateness_us();
+        assert_eq!(l.len(), 2);
+        assert!(l[0] < 0, "fired an hour early: {l:?}");
+        assert!(l[1] >= 0);
+    }
+
+    #[test]
+    fn mutex_binary_heap_peer_is_correct() {
+        let p = W3Params {
+            n: 2_000,
+            producers: 2,
+            seed: 3,
+            max_delay_ms: 20,
+        };
+        let r = run_mutex_binary_heap(&p);
+        assert_eq!(r.fired, 4_000);
+        assert_eq!((r.early, r.double, r.missing), (0, 0, 0));
+        let rec = r.to_record();
+        for f in [
+            "workload",
+            "impl",
+            "adds_per_s",
+            "late_p50_ms",
+            "late_p99_ms",
+            "late_max_ms",
+            "early",
+            "fired",
+            "peak_rss_mb",
+        ] {
+            assert!(rec.get(f).is_some(), "missing {f}");
+        }
+        assert!(rec.num("late_p50_ms").unwrap() >= 0.0);
+    }
+}
