@@ -1,1 +1,56 @@
-//! placeholder
+//! A small in-memory Kafka-like broker model built on the `purgatory` crate.
+//!
+//! It implements the three delayed operations Kafka builds on its purgatory,
+//! with Kafka's semantics, on just enough broker state to drive them:
+//!
+//! - [`DelayedHeartbeat`] (module [`heartbeat`]): a group member's session
+//!   timer, keyed by [`MemberKey`]. The [`GroupCoordinator`] completes it on
+//!   each heartbeat and watches the next one; when it expires the member is
+//!   removed and its group rebalances.
+//! - [`DelayedProduce`] (module [`produce`]): an `acks=-1` produce, keyed by
+//!   every partition written, waiting for the followers to raise each
+//!   partition's high watermark to the required offset.
+//! - [`DelayedFetch`] (module [`fetch`]): a long-poll fetch, keyed by every
+//!   partition read, waiting for `min_bytes`.
+//!
+//! The [`ReplicaManager`] hosts the partitions ([`Partition`]: a [`Log`], the
+//! followers, the high watermark) and the produce and fetch purgatories. The
+//! [`simulation`] module runs the consumer-heartbeat simulation that the
+//! `consumer_heartbeat` example and the integration tests share.
+//!
+//! Every component takes its clock from its purgatory: give it a
+//! `timer::ManualClock` (and no reaper) to run in virtual time, as the unit
+//! tests do, or the system clock to run in real time.
+//!
+//! Threading: completions by a trigger run on the caller's thread;
+//! expirations run on the purgatory's executor thread. Model state is behind
+//! `parking_lot` locks that are never held across a purgatory call.
+#![warn(missing_docs, missing_debug_implementations)]
+
+pub mod coordinator;
+pub mod error;
+pub mod fetch;
+pub mod group;
+pub mod heartbeat;
+pub mod partition;
+pub mod produce;
+pub mod records;
+pub mod replica_manager;
+pub mod response;
+pub mod simulation;
+
+pub use coordinator::{Eviction, GroupCoordinator, HeartbeatPurgatory, JoinResult};
+pub use error::ErrorCode;
+pub use fetch::{DelayedFetch, FetchParams, FetchResponse, PartitionFetch};
+pub use group::{Group, GroupId, Member, MemberId, MemberKey};
+pub use heartbeat::DelayedHeartbeat;
+pub use partition::{
+    FetchIsolation, Partition, PartitionRead, PartitionRegistry, PartitionRole, ReplicaId,
+    TopicPartition, LEADER_ID,
+};
+pub use produce::{
+    Acks, DelayedProduce, PartitionResponse, ProducePartitionStatus, ProduceResponse,
+};
+pub use records::{FetchedRecords, Log, Records};
+pub use replica_manager::ReplicaManager;
+pub use response::{Callback, ResponseSlot};

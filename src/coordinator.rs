@@ -1,0 +1,453 @@
+//! The group coordinator: joins, heartbeats, leaves, and failure detection.
+//!
+//! It owns the groups and the `Heartbeat` purgatory of [`DelayedHeartbeat`]s,
+//! and follows Kafka's classic `GroupCoordinator`:
+//! - `join_group` adds (or replaces) a member, bumps the generation and arms
+//!   its first heartbeat expectation;
+//! - `heartbeat` is Kafka's `completeAndScheduleNextHeartbeatExpiration`: under
+//!   the group lock, record the heartbeat, `check_and_complete` the member's
+//!   key (completing the pending expectation) and `try_complete_else_watch` the
+//!   next one, due a session timeout later;
+//! - `leave_group` removes the member and completes its expectation;
+//! - a failed member is detected **only** when the purgatory expires its
+//!   expectation ([`CoordinatorInner::on_expire_heartbeat`]): the member is
+//!   removed, the generation bumped, the event logged at info and recorded as
+//!   an [`Eviction`].
+//!
+//! Invariants: every member present in a group has exactly one pending
+//! heartbeat expectation (so `watched() == delayed() == alive_members()`
+//! whenever no heartbeat is in flight), and a departed member has none. The
+//! coordinator never holds its group map's lock across a purgatory call.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use log::{debug, info};
+use parking_lot::{Mutex, RwLock};
+use purgatory::{Operation, Purgatory, PurgatoryError};
+use timer::{Clock, ManualClock};
+
+use crate::error::ErrorCode;
+use crate::group::{Group, GroupId, Member, MemberId, MemberKey};
+use crate::heartbeat::DelayedHeartbeat;
+
+/// The purgatory type the coordinator uses.
+pub type HeartbeatPurgatory = Purgatory<MemberKey, DelayedHeartbeat>;
+
+/// One member removed because its heartbeat expectation expired.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Eviction {
+    /// The member's group.
+    pub group: GroupId,
+    /// The member removed.
+    pub member: MemberId,
+    /// When the coordinator last heard from the member (ms, coordinator clock).
+    pub last_heartbeat_ms: u64,
+    /// When the expiration removed it (ms, coordinator clock).
+    pub evicted_at_ms: u64,
+    /// The group's generation after the removal.
+    pub generation: u64,
+}
+
+impl Eviction {
+    /// Detection delay: eviction time minus the member's last heartbeat.
+    pub fn detection_delay_ms(&self) -> u64 {
+        self.evicted_at_ms.saturating_sub(self.last_heartbeat_ms)
+    }
+}
+
+/// The answer to a successful join.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JoinResult {
+    /// The group's generation after this join.
+    pub generation: u64,
+    /// The group's member count after this join.
+    pub members: usize,
+}
+
+/// The group coordinator (see the module docs). Cheap to share by reference;
+/// all methods take `&self` and are thread-safe.
+pub struct GroupCoordinator {
+    inner: Arc<CoordinatorInner>,
+}
+
+/// The coordinator's state, shared with its heartbeat operations through a
+/// `Weak` (so pending operations never keep the coordinator alive).
+pub(crate) struct CoordinatorInner {
+    groups: RwLock<HashMap<GroupId, Arc<Group>>>,
+    purgatory: HeartbeatPurgatory,
+    clock: Arc<dyn Clock>,
+    next_token: AtomicU64,
+    heartbeats: AtomicU64,
+    evictions: Mutex<Vec<Eviction>>,
+    eviction_count: AtomicU64,
+}
+
+impl GroupCoordinator {
+    /// The name Kafka gives the heartbeat purgatory.
+    pub const PURGATORY_NAME: &'static str = "Heartbeat";
+
+    /// A coordinator on the given heartbeat purgatory; its clock is the
+    /// purgatory's clock.
+    pub fn new(purgatory: HeartbeatPurgatory) -> Self {
+        let clock = Arc::clone(purgatory.clock());
+        GroupCoordinator {
+            inner: Arc::new(CoordinatorInner {
+                groups: RwLock::new(HashMap::new()),
+                purgatory,
+                clock,
+                next_token: AtomicU64::new(1),
+                heartbeats: AtomicU64::new(0),
+                evictions: Mutex::new(Vec::new()),
+                eviction_count: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    /// A coordinator in virtual time: a purgatory on `clock` with no reaper,
+    /// driven by [`GroupCoordinator::advance_clock`].
+    pub fn with_manual_clock(clock: &ManualClock) -> Result<Self, PurgatoryError> {
+        let purgatory = HeartbeatPurgatory::builder(Self::PURGATORY_NAME)
+            .clock(clock.clone())
+            .reaper(false)
+            .build()?;
+        Ok(Self::new(purgatory))
+    }
+
+    /// A coordinator in real time: system clock, reaper running.
+    pub fn with_system_clock() -> Result<Self, PurgatoryError> {
+        let purgatory = HeartbeatPurgatory::builder(Self::PURGATORY_NAME).build()?;
+        Ok(Self::new(purgatory))
+    }
+
+    /// The heartbeat purgatory (for its gauges).
+    pub fn purgatory(&self) -> &HeartbeatPurgatory {
+        &self.inner.purgatory
+    }
+
+    /// The coordinator's clock.
+    pub fn now_ms(&self) -> u64 {
+        self.inner.clock.now_ms()
+    }
+
+    /// Expires the heartbeat expectations due by now (virtual time: call after
+    /// moving the manual clock). Returns after their callbacks have run.
+    pub fn advance_clock(&self, timeout: Duration) -> bool {
+        self.inner.purgatory.advance_clock(timeout)
+    }
+
+    /// The group `id`, created empty if it does not exist.
+    pub fn add_group(&self, id: GroupId) -> Arc<Group> {
+        if let Some(group) = self.group(&id) {
+            return group;
+        }
+        let mut groups = self.inner.groups.write();
+        Arc::clone(
+            groups
+                .entry(id.clone())
+                .or_insert_with(|| Arc::new(Group::new(id))),
+        )
+    }
+
+    /// The group `id`, if it exists.
+    pub fn group(&self, id: &GroupId) -> Option<Arc<Group>> {
+        self.inner.groups.read().get(id).cloned()
+    }
+
+    /// Adds `member` to `group` (creating the group if needed), or replaces it
+    /// if present; bumps the generation and arms its first heartbeat
+    /// expectation, due `session_timeout` from now.
+    pub fn join_group(
+        &self,
+        group: &GroupId,
+        member: &MemberId,
+        session_timeout: Duration,
+    ) -> Result<JoinResult, ErrorCode> {
+        if session_timeout.is_zero() {
+            return Err(ErrorCode::InvalidSessionTimeout);
+        }
+        let group = self.add_group(group.clone());
+        let _guard = group.lock();
+        let now = self.now_ms();
+        let token = self.inner.next_token();
+        let result = group.with_state(|state| {
+            state.members.insert(
+                member.clone(),
+                Member {
+                    id: member.clone(),
+                    session_timeout,
+                    joined_at_ms: now,
+                    last_heartbeat_ms: now,
+                    heartbeat_token: token,
+                },
+            );
+            state.generation += 1;
+            JoinResult {
+                generation: state.generation,
+                members: state.members.len(),
+            }
+        });
+        debug!(
+            "Member {member} joined group {}, generation {}",
+            group.id(),
+            result.generation
+        );
+        self.inner
+            .complete_and_schedule_next(&group, member, token, session_timeout);
+        Ok(result)
+    }
+
+    /// Handles a heartbeat: `UNKNOWN_MEMBER_ID` if the member is not in the
+    /// group (it was evicted, or never joined), else resets its session timer.
+    pub fn heartbeat(&self, group: &GroupId, member: &MemberId) -> Result<(), ErrorCode> {
+        self.inner.heartbeats.fetch_add(1, Ordering::Relaxed);
+        let group = self.group(group).ok_or(ErrorCode::GroupIdNotFound)?;
+        let _guard = group.lock();
+        let now = self.now_ms();
+        let token = self.inner.next_token();
+        let session_timeout = group.with_state(|state| {
+            state.members.get_mut(member).map(|m| {
+                m.last_heartbeat_ms = now;
+                m.heartbeat_token = token;
+                m.session_timeout
+            })
+        });
+        let session_timeout = session_timeout.ok_or(ErrorCode::UnknownMemberId)?;
+        self.inner
+            .complete_and_schedule_next(&group, member, token, session_timeout);
+        Ok(())
+    }
+
+    /// A member leaves on its own: removed (a rebalance) and its heartbeat
+    /// expectation completed, so nothing stays watched for it.
+    pub fn leave_group(&self, group: &GroupId, member: &MemberId) -> Result<(), ErrorCode> {
+        let group = self.group(group).ok_or(ErrorCode::GroupIdNotFound)?;
+        let _guard = group.lock();
+        let removed = group.with_state(|state| {
+            let removed = state.members.remove(member).is_some();
+            if removed {
+                state.generation += 1;
+            }
+            removed
+        });
+        if !removed {
+            return Err(ErrorCode::UnknownMemberId);
+        }
+        // Kafka's removeHeartbeatForLeavingMember.
+        self.inner
+            .purgatory
+            .check_and_complete(&MemberKey::new(group.id().clone(), member.clone()));
+        Ok(())
+    }
+
+    /// Heartbeat requests handled so far (including rejected ones).
+    pub fn heartbeats_handled(&self) -> u64 {
+        self.inner.heartbeats.load(Ordering::Relaxed)
+    }
+
+    /// Members evicted so far.
+    pub fn eviction_count(&self) -> u64 {
+        self.inner.eviction_count.load(Ordering::Relaxed)
+    }
+
+    /// The evictions recorded since the last call, in the order they happened.
+    pub fn take_evictions(&self) -> Vec<Eviction> {
+        std::mem::take(&mut *self.inner.evictions.lock())
+    }
+
+    /// Members present in all groups.
+    pub fn alive_members(&self) -> usize {
+        self.groups().iter().map(|g| g.member_count()).sum()
+    }
+
+    /// The sum of all groups' generations (each membership change adds one).
+    pub fn total_generations(&self) -> u64 {
+        self.groups().iter().map(|g| g.generation()).sum()
+    }
+
+    /// A snapshot of the groups, in no particular order.
+    pub fn groups(&self) -> Vec<Arc<Group>> {
+        self.inner.groups.read().values().cloned().collect()
+    }
+
+    /// Shuts the heartbeat purgatory down; returns how many expectations were
+    /// still pending (they get no callbacks).
+    pub fn shutdown(&self) -> usize {
+        self.inner.purgatory.shutdown().len()
+    }
+}
+
+impl fmt::Debug for GroupCoordinator {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GroupCoordinator")
+            .field("groups", &self.inner.groups.read().len())
+            .field("watched", &self.inner.purgatory.watched())
+            .field("delayed", &self.inner.purgatory.delayed())
+            .field("evictions", &self.eviction_count())
+            .finish()
+    }
+}
+
+impl CoordinatorInner {
+    fn next_token(&self) -> u64 {
+        self.next_token.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Kafka's `completeAndScheduleNextHeartbeatExpiration`; the caller holds
+    /// the group lock and has just given the member the new `token`.
+    fn complete_and_schedule_next(
+        self: &Arc<Self>,
+        group: &Arc<Group>,
+        member: &MemberId,
+        token: u64,
+        session_timeout: Duration,
+    ) {
+        let key = MemberKey::new(group.id().clone(), member.clone());
+        // The new token satisfies the pending expectation: complete it.
+        self.purgatory.check_and_complete(&key);
+        let op = DelayedHeartbeat::new(
+            Arc::downgrade(self),
+            Arc::clone(group),
+            member.clone(),
+            token,
+            session_timeout,
+        );
+        let op = Operation::with_lock(op, group.operation_lock());
+        if let Err(err) = self.purgatory.try_complete_else_watch(op, [key]) {
+            // Only after shutdown: the member then simply is never evicted.
+            debug!("heartbeat expectation for {member} not armed: {err}");
+        }
+    }
+
+    /// Kafka's `onExpireHeartbeat`: runs on the purgatory's executor thread,
+    /// holding the group lock (the operation lock).
+    pub(crate) fn on_expire_heartbeat(&self, group: &Group, member: &MemberId, token: u64) {
+        let _guard = group.lock();
+        let now = self.clock.now_ms();
+        let eviction = group.with_state(|state| {
+            let still_silent = state
+                .members
+                .get(member)
+                .is_some_and(|m| m.heartbeat_token == token);
+            if !still_silent {
+                return None;
+            }
+            let removed = state.members.remove(member)?;
+            state.generation += 1;
+            Some(Eviction {
+                group: group.id().clone(),
+                member: member.clone(),
+                last_heartbeat_ms: removed.last_heartbeat_ms,
+                evicted_at_ms: now,
+                generation: state.generation,
+            })
+        });
+        let Some(eviction) = eviction else {
+            debug!("Heartbeat expectation of {member} in group {} expired after it was satisfied or the member left", group.id());
+            return;
+        };
+        info!(
+            "Member {} in group {} has failed, removing it from the group",
+            member,
+            group.id()
+        );
+        self.evictions.lock().push(eviction);
+        self.eviction_count.fetch_add(1, Ordering::Relaxed);
+        // Nothing stays watched for the departed member: the purgatory drops
+        // a completed (here: expired) operation from its watch lists at once,
+        // where Kafka would leave it for the next purge.
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Kafka's GroupCoordinatorTest heartbeat scenarios, on a manual clock.
+    use super::*;
+
+    fn setup(session_ms: u64) -> (ManualClock, GroupCoordinator, GroupId, MemberId) {
+        let clock = ManualClock::new();
+        let coordinator = GroupCoordinator::with_manual_clock(&clock).unwrap();
+        let group = GroupId::new("group");
+        let member = MemberId::new("member-1");
+        let joined = coordinator
+            .join_group(&group, &member, Duration::from_millis(session_ms))
+            .unwrap();
+        assert_eq!(
+            joined,
+            JoinResult {
+                generation: 1,
+                members: 1
+            }
+        );
+        (clock, coordinator, group, member)
+    }
+
+    fn advance(clock: &ManualClock, coordinator: &GroupCoordinator, ms: u64) {
+        for _ in 0..ms {
+            clock.advance_ms(1);
+            while coordinator.advance_clock(Duration::ZERO) {}
+        }
+    }
+
+    fn counts(coordinator: &GroupCoordinator) -> (usize, usize, usize) {
+        let p = coordinator.purgatory();
+        (coordinator.alive_members(), p.watched(), p.delayed())
+    }
+
+    #[test]
+    fn session_timeout_evicts() {
+        // testSessionTimeout: advance session + 100, heartbeat is refused.
+        let (clock, coordinator, group, member) = setup(500);
+        advance(&clock, &coordinator, 600);
+        assert_eq!(
+            coordinator.heartbeat(&group, &member),
+            Err(ErrorCode::UnknownMemberId)
+        );
+        assert_eq!(counts(&coordinator), (0, 0, 0));
+    }
+
+    #[test]
+    fn heartbeat_maintains_session() {
+        // testHeartbeatMaintainsSession: session 1000, +500 hb, +600 hb.
+        let (clock, coordinator, group, member) = setup(1000);
+        advance(&clock, &coordinator, 500);
+        assert_eq!(coordinator.heartbeat(&group, &member), Ok(()));
+        advance(&clock, &coordinator, 600);
+        assert_eq!(coordinator.heartbeat(&group, &member), Ok(()));
+        assert_eq!(counts(&coordinator), (1, 1, 1));
+        assert_eq!(coordinator.eviction_count(), 0);
+        assert_eq!(coordinator.heartbeats_handled(), 2);
+    }
+
+    #[test]
+    fn leave_completes_the_expectation_without_eviction() {
+        // testCompleteHeartbeatWithMemberAlreadyRemoved.
+        let (clock, coordinator, group, member) = setup(1000);
+        assert_eq!(coordinator.leave_group(&group, &member), Ok(()));
+        assert_eq!(counts(&coordinator), (0, 0, 0));
+        advance(&clock, &coordinator, 2000);
+        assert_eq!(coordinator.eviction_count(), 0);
+        assert_eq!(coordinator.group(&group).unwrap().generation(), 2);
+        assert_eq!(
+            coordinator.leave_group(&group, &member),
+            Err(ErrorCode::UnknownMemberId)
+        );
+    }
+
+    #[test]
+    fn unknown_group_and_bad_session() {
+        let clock = ManualClock::new();
+        let coordinator = GroupCoordinator::with_manual_clock(&clock).unwrap();
+        assert_eq!(
+            coordinator.heartbeat(&"nope".into(), &"m".into()),
+            Err(ErrorCode::GroupIdNotFound)
+        );
+        assert_eq!(
+            coordinator.join_group(&"g".into(), &"m".into(), Duration::ZERO),
+            Err(ErrorCode::InvalidSessionTimeout)
+        );
+    }
+}

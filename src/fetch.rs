@@ -1,0 +1,436 @@
+//! `DelayedFetch`: a long-poll fetch waiting for `min_bytes`.
+//!
+//! Kafka's semantics (`DelayedFetch.scala`), for consumers and followers:
+//! - a fetch that cannot be answered at once (fewer than `min_bytes` readable,
+//!   `max_wait > 0`, no error) waits in the fetch purgatory, keyed by every
+//!   partition it reads, for at most `max_wait`;
+//! - `try_complete` adds up, over its partitions, the bytes between the fetch
+//!   offset and the end offset its isolation allows (the high watermark for
+//!   consumers, the log end for followers), each capped at the partition's
+//!   `max_bytes`; it completes once the sum reaches `min_bytes`, and at once if
+//!   a partition is gone, offline, no longer led here, or truncated below the
+//!   fetch offset;
+//! - appends (and, for consumers, high-watermark advances) call
+//!   `check_and_complete` on the partition;
+//! - `on_complete` reads the partitions again and answers with what is there;
+//!   on `max_wait` that may be less than `min_bytes`, or nothing.
+//!
+//! Invariant: the response is read at completion time, never before, so it
+//! holds at least what made `try_complete` true.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use log::debug;
+use purgatory::DelayedOperation;
+
+use crate::partition::{
+    FetchIsolation, PartitionRead, PartitionRegistry, ReplicaId, TopicPartition,
+};
+use crate::response::Callback;
+
+/// The request-level parameters of a fetch (Kafka's `FetchParams`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FetchParams {
+    /// `Some(follower)` for a replica fetch, `None` for a consumer.
+    pub replica_id: Option<ReplicaId>,
+    /// The longest the fetch may wait (`fetch.max.wait.ms`).
+    pub max_wait: Duration,
+    /// Answer as soon as this many bytes are readable (`fetch.min.bytes`).
+    pub min_bytes: u64,
+}
+
+impl FetchParams {
+    /// A consumer fetch (reads up to the high watermark).
+    pub fn consumer(max_wait: Duration, min_bytes: u64) -> Self {
+        FetchParams {
+            replica_id: None,
+            max_wait,
+            min_bytes,
+        }
+    }
+
+    /// A follower's fetch (reads up to the log end).
+    pub fn follower(replica: ReplicaId, max_wait: Duration, min_bytes: u64) -> Self {
+        FetchParams {
+            replica_id: Some(replica),
+            max_wait,
+            min_bytes,
+        }
+    }
+
+    /// How far this fetch may read.
+    pub fn isolation(&self) -> FetchIsolation {
+        match self.replica_id {
+            Some(_) => FetchIsolation::LogEnd,
+            None => FetchIsolation::HighWatermark,
+        }
+    }
+}
+
+/// What a fetch asks of one partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PartitionFetch {
+    /// The first offset wanted.
+    pub fetch_offset: u64,
+    /// At most this many bytes from this partition.
+    pub max_bytes: u64,
+}
+
+/// A fetch response: one read per partition asked for.
+pub type FetchResponse = BTreeMap<TopicPartition, PartitionRead>;
+
+/// Reads every partition of a fetch now (the answer of an immediate fetch, or
+/// of a delayed one at completion).
+pub(crate) fn read_partitions(
+    registry: &PartitionRegistry,
+    params: &FetchParams,
+    partitions: &[(TopicPartition, PartitionFetch)],
+) -> FetchResponse {
+    partitions
+        .iter()
+        .map(|(tp, fetch)| {
+            let read = match registry.get_partition_or_error(tp) {
+                Ok(partition) => {
+                    partition.read(fetch.fetch_offset, fetch.max_bytes, params.isolation())
+                }
+                Err(error) => PartitionRead {
+                    error,
+                    high_watermark: 0,
+                    log_end_offset: 0,
+                    records: crate::records::FetchedRecords::empty(fetch.fetch_offset),
+                },
+            };
+            (tp.clone(), read)
+        })
+        .collect()
+}
+
+/// Whether a fetch can be answered now: Kafka's `tryComplete` cases.
+pub(crate) fn can_answer_now(
+    registry: &PartitionRegistry,
+    params: &FetchParams,
+    partitions: &[(TopicPartition, PartitionFetch)],
+) -> bool {
+    let mut accumulated = 0u64;
+    for (tp, fetch) in partitions {
+        let partition = match registry.get_partition_or_error(tp) {
+            Ok(partition) => partition,
+            // Cases C and D: unknown partition, offline log directory.
+            Err(_) => return true,
+        };
+        let end = match partition.end_offset(params.isolation()) {
+            Ok(end) => end,
+            // Case A: no longer the leader.
+            Err(_) => return true,
+        };
+        if fetch.fetch_offset > end {
+            // Case F: the log was truncated below the fetch offset.
+            return true;
+        }
+        accumulated += partition
+            .bytes_between(fetch.fetch_offset, end)
+            .min(fetch.max_bytes);
+    }
+    // Case G.
+    accumulated >= params.min_bytes
+}
+
+/// A fetch waiting in the fetch purgatory.
+pub struct DelayedFetch {
+    params: FetchParams,
+    partitions: Vec<(TopicPartition, PartitionFetch)>,
+    registry: Arc<PartitionRegistry>,
+    callback: Callback<FetchResponse>,
+}
+
+impl DelayedFetch {
+    /// A delayed fetch of `partitions`, expiring after `params.max_wait`.
+    pub fn new(
+        params: FetchParams,
+        partitions: Vec<(TopicPartition, PartitionFetch)>,
+        registry: Arc<PartitionRegistry>,
+        callback: Callback<FetchResponse>,
+    ) -> Self {
+        DelayedFetch {
+            params,
+            partitions,
+            registry,
+            callback,
+        }
+    }
+
+    /// The partitions read: the keys to watch.
+    pub fn partitions(&self) -> impl Iterator<Item = &TopicPartition> {
+        self.partitions.iter().map(|(tp, _)| tp)
+    }
+
+    /// The fetch's parameters.
+    pub fn params(&self) -> &FetchParams {
+        &self.params
+    }
+}
+
+impl DelayedOperation for DelayedFetch {
+    fn timeout(&self) -> Duration {
+        self.params.max_wait
+    }
+
+    fn try_complete(&self) -> bool {
+        can_answer_now(&self.registry, &self.params, &self.partitions)
+    }
+
+    fn on_complete(&self) {
+        let response = read_partitions(&self.registry, &self.params, &self.partitions);
+        self.callback.call(response);
+    }
+
+    fn on_expiration(&self) {
+        // Kafka marks DelayedFetchMetrics ExpiresPerSec here.
+        let kind = if self.params.replica_id.is_some() {
+            "follower"
+        } else {
+            "consumer"
+        };
+        debug!(
+            "{kind} fetch of {} partition(s) reached max_wait",
+            self.partitions.len()
+        );
+    }
+}
+
+impl fmt::Debug for DelayedFetch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DelayedFetch")
+            .field("params", &self.params)
+            .field("partitions", &self.partitions)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! DelayedFetch on a manual clock, through the replica manager.
+    use super::*;
+    use crate::error::ErrorCode;
+    use crate::partition::PartitionRole;
+    use crate::produce::Acks;
+    use crate::records::Records;
+    use crate::replica_manager::ReplicaManager;
+    use crate::response::ResponseSlot;
+    use timer::ManualClock;
+
+    const MAX_WAIT_MS: u64 = 500;
+
+    struct Fixture {
+        clock: ManualClock,
+        rm: ReplicaManager,
+        tp: TopicPartition,
+    }
+
+    impl Fixture {
+        /// One partition with no follower (HW follows the LEO) unless asked.
+        fn new(followers: &[ReplicaId]) -> Self {
+            let clock = ManualClock::new();
+            let rm = ReplicaManager::with_manual_clock(&clock).unwrap();
+            let tp = TopicPartition::new("t", 0);
+            rm.add_partition(tp.clone(), followers, 1);
+            Fixture { clock, rm, tp }
+        }
+
+        fn append(&self, records: usize, bytes: u32) {
+            self.rm.append_records(
+                Duration::from_secs(30),
+                Acks::Leader,
+                vec![(self.tp.clone(), Records::uniform(records, bytes))],
+                |_| {},
+            );
+        }
+
+        fn fetch(
+            &self,
+            params: FetchParams,
+            fetch_offset: u64,
+            max_bytes: u64,
+        ) -> ResponseSlot<FetchResponse> {
+            let slot = ResponseSlot::new();
+            let partitions = vec![(
+                self.tp.clone(),
+                PartitionFetch {
+                    fetch_offset,
+                    max_bytes,
+                },
+            )];
+            self.rm.fetch_messages(params, partitions, slot.callback());
+            slot
+        }
+
+        fn consumer(&self, min_bytes: u64) -> FetchParams {
+            FetchParams::consumer(Duration::from_millis(MAX_WAIT_MS), min_bytes)
+        }
+
+        fn at(&self, ms: u64) {
+            self.clock.set_ms(ms);
+            while self.rm.advance_clock(Duration::ZERO) {}
+        }
+
+        fn gauges(&self) -> (usize, usize) {
+            let p = self.rm.fetch_purgatory();
+            (p.watched(), p.delayed())
+        }
+    }
+
+    #[test]
+    fn completed_once_appends_reach_min_bytes() {
+        let f = Fixture::new(&[]);
+        let slot = f.fetch(f.consumer(1000), 0, 1 << 20);
+        assert!(!slot.is_ready());
+        assert_eq!(f.rm.fetch_purgatory().watched(), 1);
+        for t in 1..=3 {
+            f.at(t * 100);
+            f.append(3, 100);
+            assert!(!slot.is_ready(), "{} bytes < 1000", t * 300);
+        }
+        f.at(400);
+        f.append(3, 100);
+        let read = slot.take().expect("1200 bytes >= 1000")[&f.tp];
+        assert_eq!(read.error, ErrorCode::None);
+        assert_eq!(
+            (read.records.first_offset, read.records.next_offset),
+            (0, 12)
+        );
+        assert_eq!(read.records.bytes, 1200);
+        assert_eq!(read.high_watermark, 12);
+        assert_eq!(f.gauges(), (0, 0));
+    }
+
+    #[test]
+    fn max_wait_answers_with_what_is_there() {
+        let f = Fixture::new(&[]);
+        let slot = f.fetch(f.consumer(1000), 0, 1 << 20);
+        f.at(100);
+        f.append(2, 100);
+        f.at(MAX_WAIT_MS - 1);
+        assert!(!slot.is_ready());
+        f.at(MAX_WAIT_MS + 1);
+        let read = slot.take().expect("expired")[&f.tp];
+        assert_eq!(
+            (read.error, read.records.bytes, read.records.count()),
+            (ErrorCode::None, 200, 2)
+        );
+        // An empty partition answers empty on max_wait.
+        let slot = f.fetch(f.consumer(1), 2, 1 << 20);
+        f.at(2 * MAX_WAIT_MS + 2);
+        let read = slot.take().expect("expired")[&f.tp];
+        assert_eq!(read.records, crate::records::FetchedRecords::empty(2));
+        assert_eq!(f.gauges(), (0, 0));
+    }
+
+    #[test]
+    fn enough_bytes_or_no_wait_answer_at_once() {
+        let f = Fixture::new(&[]);
+        f.append(1, 100);
+        assert!(f.fetch(f.consumer(100), 0, 1 << 20).is_ready());
+        assert!(f
+            .fetch(FetchParams::consumer(Duration::ZERO, 1000), 0, 1 << 20)
+            .is_ready());
+        // max_bytes caps what a partition contributes to min_bytes.
+        assert!(!f.fetch(f.consumer(100), 0, 50).is_ready());
+    }
+
+    #[test]
+    fn consumers_wait_for_the_high_watermark_followers_for_the_log_end() {
+        let f = Fixture::new(&[1]);
+        let consumer = f.fetch(f.consumer(1), 0, 1 << 20);
+        let follower = f.fetch(
+            FetchParams::follower(1, Duration::from_millis(MAX_WAIT_MS), 1),
+            0,
+            1 << 20,
+        );
+        f.append(1, 10);
+        assert!(follower.is_ready(), "the append moved the log end");
+        assert!(!consumer.is_ready(), "the HW has not moved");
+        // The follower's next fetch acknowledges offset 1: the HW moves.
+        let next = f.fetch(
+            FetchParams::follower(1, Duration::from_millis(MAX_WAIT_MS), 1),
+            1,
+            1 << 20,
+        );
+        assert!(!next.is_ready());
+        let read = consumer.take().expect("HW advance completes the consumer")[&f.tp];
+        assert_eq!((read.records.next_offset, read.high_watermark), (1, 1));
+    }
+
+    #[test]
+    fn errors_and_truncation_complete_at_once() {
+        let f = Fixture::new(&[]);
+        let waiting = f.fetch(f.consumer(1), 0, 1 << 20);
+        f.rm.set_partition_role(&f.tp, PartitionRole::Follower);
+        let read = waiting.take().expect("leadership change completes it")[&f.tp];
+        assert_eq!(read.error, ErrorCode::NotLeaderOrFollower);
+        f.rm.set_partition_role(&f.tp, PartitionRole::Leader);
+        let beyond = f.fetch(f.consumer(1), 7, 1 << 20);
+        assert_eq!(
+            beyond.take().unwrap()[&f.tp].error,
+            ErrorCode::OffsetOutOfRange
+        );
+        let unknown = ResponseSlot::new();
+        let other = TopicPartition::new("other", 0);
+        f.rm.fetch_messages(
+            f.consumer(1),
+            vec![(
+                other.clone(),
+                PartitionFetch {
+                    fetch_offset: 0,
+                    max_bytes: 1,
+                },
+            )],
+            unknown.callback(),
+        );
+        assert_eq!(
+            unknown.take().unwrap()[&other].error,
+            ErrorCode::UnknownTopicOrPartition
+        );
+    }
+
+    #[test]
+    fn race_append_and_max_wait_in_the_same_millisecond() {
+        let f = Fixture::new(&[]);
+        let slot = f.fetch(f.consumer(100), 0, 1 << 20);
+        f.clock.set_ms(MAX_WAIT_MS);
+        f.append(1, 100);
+        f.at(MAX_WAIT_MS + 1);
+        assert_eq!(slot.take().unwrap()[&f.tp].records.bytes, 100);
+        assert_eq!(slot.deliveries(), 1);
+
+        let f = Fixture::new(&[]);
+        let slot = f.fetch(f.consumer(100), 0, 1 << 20);
+        f.at(MAX_WAIT_MS + 1);
+        f.append(1, 100);
+        assert_eq!(
+            slot.take().unwrap()[&f.tp].records.bytes,
+            0,
+            "expired first"
+        );
+        assert_eq!(slot.deliveries(), 1);
+    }
+
+    #[test]
+    fn race_on_two_threads_answers_exactly_once() {
+        for round in 0..200 {
+            let f = Fixture::new(&[]);
+            let slot = f.fetch(f.consumer(100), 0, 1 << 20);
+            f.clock.set_ms(MAX_WAIT_MS + 1);
+            std::thread::scope(|s| {
+                s.spawn(|| f.append(1, 100));
+                s.spawn(|| while f.rm.advance_clock(Duration::ZERO) {});
+            });
+            assert_eq!(slot.deliveries(), 1, "round {round}");
+            let bytes = slot.take().unwrap()[&f.tp].records.bytes;
+            assert!(bytes == 0 || bytes == 100, "round {round}: {bytes}");
+            assert_eq!(f.gauges(), (0, 0), "round {round}");
+        }
+    }
+}

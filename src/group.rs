@@ -1,0 +1,234 @@
+//! Consumer groups and their members, as the group coordinator keeps them.
+//!
+//! A [`Group`] has an id, a generation and a set of [`Member`]s, each with its
+//! session timeout and the time of its last heartbeat. Every membership change
+//! (a join, a leave, an eviction) is a rebalance and bumps the generation by
+//! one; the model does not play out Kafka's join/sync protocol (DelayedJoin,
+//! DelayedSync), the generation bump stands for it.
+//!
+//! Locking, as in Kafka:
+//! - each group has a *reentrant* group lock, [`Group::lock`]; it is also the
+//!   operation lock of every `DelayedHeartbeat` of the group's members, so a
+//!   heartbeat, a join, a leave and a heartbeat expiration of one group are
+//!   serialised, while different groups never contend;
+//! - the member table sits behind a second, plain mutex that is only ever held
+//!   for the few instructions of one read or update ([`Group::with_state`]) and
+//!   never across a purgatory call, so it can never deadlock with the
+//!   purgatory's own locks.
+//!
+//! Invariant: a member's `heartbeat_token` changes on every heartbeat and join,
+//! and tokens are never reused (the coordinator hands them out from one
+//! counter). A heartbeat expectation is satisfied exactly when the member is
+//! gone or its token is no longer the one the expectation was created with.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::{Mutex, ReentrantMutex, ReentrantMutexGuard};
+use purgatory::OperationLock;
+
+/// A consumer group id, e.g. `group-7`. Cheap to clone.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct GroupId(Arc<str>);
+
+impl GroupId {
+    /// A group id from any string.
+    pub fn new(id: impl Into<Arc<str>>) -> Self {
+        GroupId(id.into())
+    }
+
+    /// The id as a string.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// A member id within a group, e.g. `consumer-42-1`. Cheap to clone.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct MemberId(Arc<str>);
+
+impl MemberId {
+    /// A member id from any string.
+    pub fn new(id: impl Into<Arc<str>>) -> Self {
+        MemberId(id.into())
+    }
+
+    /// The id as a string.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+macro_rules! string_id_fmt {
+    ($t:ty) => {
+        impl fmt::Display for $t {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+        impl fmt::Debug for $t {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                fmt::Debug::fmt(&*self.0, f)
+            }
+        }
+        impl From<&str> for $t {
+            fn from(s: &str) -> Self {
+                Self::new(s)
+            }
+        }
+    };
+}
+string_id_fmt!(GroupId);
+string_id_fmt!(MemberId);
+
+/// The purgatory key of a member's heartbeat expectation: Kafka's `MemberKey`.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct MemberKey {
+    /// The member's group.
+    pub group: GroupId,
+    /// The member.
+    pub member: MemberId,
+}
+
+impl MemberKey {
+    /// The key of `member` in `group`.
+    pub fn new(group: GroupId, member: MemberId) -> Self {
+        MemberKey { group, member }
+    }
+}
+
+impl fmt::Display for MemberKey {
+    /// Kafka's key label, `<groupId>-<memberId>`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}-{}", self.group, self.member)
+    }
+}
+
+impl fmt::Debug for MemberKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "MemberKey({self})")
+    }
+}
+
+/// One member of a group, as the coordinator sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Member {
+    /// The member's id.
+    pub id: MemberId,
+    /// How long the coordinator waits for the next heartbeat before evicting.
+    pub session_timeout: Duration,
+    /// When the member joined (coordinator clock, ms).
+    pub joined_at_ms: u64,
+    /// When the coordinator last heard from it, by heartbeat or join (ms).
+    pub last_heartbeat_ms: u64,
+    /// Changes on every heartbeat and join; see the module invariant.
+    pub heartbeat_token: u64,
+}
+
+/// The mutable part of a group: its generation and members.
+#[derive(Debug, Default)]
+pub struct GroupState {
+    /// Bumped by one on every membership change (a rebalance).
+    pub generation: u64,
+    /// The members, ordered by id so that iteration is deterministic.
+    pub members: BTreeMap<MemberId, Member>,
+}
+
+/// A consumer group: id, group lock, generation and members.
+pub struct Group {
+    id: GroupId,
+    lock: OperationLock,
+    state: Mutex<GroupState>,
+}
+
+impl Group {
+    /// An empty group at generation 0.
+    pub fn new(id: GroupId) -> Self {
+        Group {
+            id,
+            lock: Arc::new(ReentrantMutex::new(())),
+            state: Mutex::new(GroupState::default()),
+        }
+    }
+
+    /// The group's id.
+    pub fn id(&self) -> &GroupId {
+        &self.id
+    }
+
+    /// Takes the (reentrant) group lock.
+    pub fn lock(&self) -> ReentrantMutexGuard<'_, ()> {
+        self.lock.lock()
+    }
+
+    /// The group lock, to share as the operation lock of heartbeat operations.
+    pub fn operation_lock(&self) -> OperationLock {
+        Arc::clone(&self.lock)
+    }
+
+    /// Runs `f` on the member table. Keep `f` short and never call into a
+    /// purgatory from it (see the module docs).
+    pub fn with_state<R>(&self, f: impl FnOnce(&mut GroupState) -> R) -> R {
+        f(&mut self.state.lock())
+    }
+
+    /// The current generation.
+    pub fn generation(&self) -> u64 {
+        self.state.lock().generation
+    }
+
+    /// How many members the group has.
+    pub fn member_count(&self) -> usize {
+        self.state.lock().members.len()
+    }
+
+    /// A copy of one member, if present.
+    pub fn member(&self, id: &MemberId) -> Option<Member> {
+        self.state.lock().members.get(id).cloned()
+    }
+
+    /// Whether `id` is a member.
+    pub fn contains(&self, id: &MemberId) -> bool {
+        self.state.lock().members.contains_key(id)
+    }
+
+    /// The members' ids, in order.
+    pub fn member_ids(&self) -> Vec<MemberId> {
+        self.state.lock().members.keys().cloned().collect()
+    }
+}
+
+impl fmt::Debug for Group {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = self.state.lock();
+        f.debug_struct("Group")
+            .field("id", &self.id)
+            .field("generation", &state.generation)
+            .field("members", &state.members.len())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_and_keys_print_like_kafka() {
+        let key = MemberKey::new("group-1".into(), "consumer-3-0".into());
+        assert_eq!(key.to_string(), "group-1-consumer-3-0");
+        assert_eq!(format!("{:?}", key.group), "\"group-1\"");
+    }
+
+    #[test]
+    fn group_lock_is_reentrant_and_shared() {
+        let group = Group::new("g".into());
+        let _outer = group.lock();
+        let shared = group.operation_lock();
+        let _inner = shared.lock();
+        assert_eq!(group.generation(), 0);
+        assert_eq!(group.member_count(), 0);
+    }
+}

@@ -1,0 +1,509 @@
+//! Partitions this broker hosts: the leader's log, its followers and the high
+//! watermark.
+//!
+//! A [`Partition`] is the leader replica's view: its [`Log`], the log end
+//! offset (LEO) of each follower as learnt from that follower's fetches, which
+//! followers are in sync, and the high watermark (HW). The
+//! [`PartitionRegistry`] is the set of partitions the broker hosts; delayed
+//! operations look partitions up in it, as Kafka's do through
+//! `getPartitionOrError`.
+//!
+//! Invariants:
+//! - the HW is the minimum LEO over the in-sync replicas (the leader always
+//!   included) and never goes backwards;
+//! - a follower's LEO only moves forward, and never past the leader's;
+//! - all state sits behind one short-lived mutex per partition that is never
+//!   held across a purgatory call; methods report whether the HW advanced so
+//!   that the caller can trigger `check_and_complete` *after* releasing it.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+
+use crate::error::ErrorCode;
+use crate::records::{FetchedRecords, Log, Records};
+
+/// A replica (broker) id. The local broker, leader of every partition it
+/// hosts, is [`LEADER_ID`]; followers have other ids.
+pub type ReplicaId = u32;
+
+/// The local broker's replica id.
+pub const LEADER_ID: ReplicaId = 0;
+
+/// A topic partition, e.g. `orders-3`. Cheap to clone.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TopicPartition {
+    topic: Arc<str>,
+    partition: u32,
+}
+
+impl TopicPartition {
+    /// Partition `partition` of `topic`.
+    pub fn new(topic: impl Into<Arc<str>>, partition: u32) -> Self {
+        TopicPartition {
+            topic: topic.into(),
+            partition,
+        }
+    }
+
+    /// The topic.
+    pub fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    /// The partition number.
+    pub fn partition(&self) -> u32 {
+        self.partition
+    }
+}
+
+impl fmt::Display for TopicPartition {
+    /// Kafka's label, `<topic>-<partition>`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}-{}", self.topic, self.partition)
+    }
+}
+
+impl fmt::Debug for TopicPartition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "TopicPartition({self})")
+    }
+}
+
+/// What this broker is for a partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PartitionRole {
+    /// This broker leads the partition: it takes appends and fetches.
+    Leader,
+    /// Leadership moved elsewhere.
+    Follower,
+    /// The partition's log directory failed.
+    Offline,
+}
+
+/// Which end of the log a fetch may read up to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FetchIsolation {
+    /// Up to the log end offset: what followers read.
+    LogEnd,
+    /// Up to the high watermark: what consumers read.
+    HighWatermark,
+}
+
+/// A follower as the leader sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FollowerState {
+    /// The follower's LEO: the offset of its last fetch.
+    pub log_end_offset: u64,
+    /// Whether it is in the in-sync replica set (ISR).
+    pub in_sync: bool,
+}
+
+/// Where a write landed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendInfo {
+    /// Offset of the first record written.
+    pub base_offset: u64,
+    /// Offset of the last record written.
+    pub last_offset: u64,
+    /// Whether the append moved the HW (only with no follower in sync).
+    pub hw_advanced: bool,
+}
+
+/// A read from one partition, the per-partition part of a fetch response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PartitionRead {
+    /// `NONE`, or why nothing could be read.
+    pub error: ErrorCode,
+    /// The partition's HW at the time of the read.
+    pub high_watermark: u64,
+    /// The leader's LEO at the time of the read.
+    pub log_end_offset: u64,
+    /// What was read.
+    pub records: FetchedRecords,
+}
+
+#[derive(Debug)]
+struct PartitionState {
+    role: PartitionRole,
+    log: Log,
+    high_watermark: u64,
+    followers: BTreeMap<ReplicaId, FollowerState>,
+    min_insync_replicas: usize,
+}
+
+impl PartitionState {
+    fn isr_size(&self) -> usize {
+        1 + self.followers.values().filter(|f| f.in_sync).count()
+    }
+
+    /// Recomputes the HW; returns whether it advanced.
+    fn maybe_advance_hw(&mut self) -> bool {
+        let candidate = self
+            .followers
+            .values()
+            .filter(|f| f.in_sync)
+            .map(|f| f.log_end_offset)
+            .fold(self.log.log_end_offset(), u64::min);
+        if candidate > self.high_watermark {
+            self.high_watermark = candidate;
+            true
+        } else {
+            false
+        }
+    }
+
+    fn leader_or_error(&self) -> Result<(), ErrorCode> {
+        match self.role {
+            PartitionRole::Leader => Ok(()),
+            PartitionRole::Follower => Err(ErrorCode::NotLeaderOrFollower),
+            PartitionRole::Offline => Err(ErrorCode::KafkaStorageError),
+        }
+    }
+}
+
+/// One hosted partition (see the module docs).
+#[derive(Debug)]
+pub struct Partition {
+    tp: TopicPartition,
+    state: Mutex<PartitionState>,
+}
+
+impl Partition {
+    /// A partition led by this broker, with the given followers (all in sync,
+    /// LEO 0) and `min.insync.replicas`.
+    pub fn new(tp: TopicPartition, followers: &[ReplicaId], min_insync_replicas: usize) -> Self {
+        let followers = followers
+            .iter()
+            .map(|&id| {
+                (
+                    id,
+                    FollowerState {
+                        log_end_offset: 0,
+                        in_sync: true,
+                    },
+                )
+            })
+            .collect();
+        Partition {
+            tp,
+            state: Mutex::new(PartitionState {
+                role: PartitionRole::Leader,
+                log: Log::new(),
+                high_watermark: 0,
+                followers,
+                min_insync_replicas,
+            }),
+        }
+    }
+
+    /// The partition's name.
+    pub fn topic_partition(&self) -> &TopicPartition {
+        &self.tp
+    }
+
+    /// The leader's log end offset.
+    pub fn log_end_offset(&self) -> u64 {
+        self.state.lock().log.log_end_offset()
+    }
+
+    /// The high watermark.
+    pub fn high_watermark(&self) -> u64 {
+        self.state.lock().high_watermark
+    }
+
+    /// This broker's role for the partition.
+    pub fn role(&self) -> PartitionRole {
+        self.state.lock().role
+    }
+
+    /// Size of the in-sync replica set, leader included.
+    pub fn isr_size(&self) -> usize {
+        self.state.lock().isr_size()
+    }
+
+    /// A follower's state, if it is a replica of this partition.
+    pub fn follower(&self, id: ReplicaId) -> Option<FollowerState> {
+        self.state.lock().followers.get(&id).copied()
+    }
+
+    /// Appends on the leader. With `acks_all`, refuses with
+    /// `NOT_ENOUGH_REPLICAS` when the ISR is below `min.insync.replicas`.
+    pub fn append(&self, records: &Records, acks_all: bool) -> Result<AppendInfo, ErrorCode> {
+        let mut state = self.state.lock();
+        state.leader_or_error()?;
+        if acks_all && state.isr_size() < state.min_insync_replicas {
+            return Err(ErrorCode::NotEnoughReplicas);
+        }
+        // Appending nothing is a no-op the broker answers at the current end.
+        let Some((base_offset, last_offset)) = state.log.append(records) else {
+            let leo = state.log.log_end_offset();
+            return Ok(AppendInfo {
+                base_offset: leo,
+                last_offset: leo.saturating_sub(1),
+                hw_advanced: false,
+            });
+        };
+        let hw_advanced = state.maybe_advance_hw();
+        Ok(AppendInfo {
+            base_offset,
+            last_offset,
+            hw_advanced,
+        })
+    }
+
+    /// Records a follower's fetch at `fetch_offset`: it has everything before
+    /// it. Returns whether the HW advanced.
+    pub fn update_follower(
+        &self,
+        replica: ReplicaId,
+        fetch_offset: u64,
+    ) -> Result<bool, ErrorCode> {
+        let mut state = self.state.lock();
+        state.leader_or_error()?;
+        if fetch_offset > state.log.log_end_offset() {
+            return Err(ErrorCode::OffsetOutOfRange);
+        }
+        let follower = state
+            .followers
+            .get_mut(&replica)
+            .ok_or(ErrorCode::NotLeaderOrFollower)?;
+        follower.log_end_offset = follower.log_end_offset.max(fetch_offset);
+        Ok(state.maybe_advance_hw())
+    }
+
+    /// Puts a follower in or out of the ISR (Kafka's ISR expand and shrink).
+    /// Shrinking can advance the HW; returns whether it did.
+    pub fn set_in_sync(&self, replica: ReplicaId, in_sync: bool) -> Result<bool, ErrorCode> {
+        let mut state = self.state.lock();
+        let follower = state
+            .followers
+            .get_mut(&replica)
+            .ok_or(ErrorCode::NotLeaderOrFollower)?;
+        follower.in_sync = in_sync;
+        Ok(state.maybe_advance_hw())
+    }
+
+    /// Changes this broker's role (leadership moved away, or the disk failed).
+    pub fn set_role(&self, role: PartitionRole) {
+        self.state.lock().role = role;
+    }
+
+    /// Kafka's `checkEnoughReplicasReachOffset`: `(true, NONE)` once the HW
+    /// reached `required_offset` with a large enough ISR, `(true,
+    /// NOT_ENOUGH_REPLICAS_AFTER_APPEND)` if the ISR shrank too far, `(false,
+    /// NONE)` while waiting, `(false, <error>)` when no longer leader.
+    pub fn check_enough_replicas_reach_offset(&self, required_offset: u64) -> (bool, ErrorCode) {
+        let state = self.state.lock();
+        if let Err(error) = state.leader_or_error() {
+            return (false, error);
+        }
+        if state.high_watermark < required_offset {
+            return (false, ErrorCode::None);
+        }
+        if state.isr_size() >= state.min_insync_replicas {
+            (true, ErrorCode::None)
+        } else {
+            (true, ErrorCode::NotEnoughReplicasAfterAppend)
+        }
+    }
+
+    /// The offset a fetch with `isolation` may read up to, or why it cannot.
+    pub fn end_offset(&self, isolation: FetchIsolation) -> Result<u64, ErrorCode> {
+        let state = self.state.lock();
+        state.leader_or_error()?;
+        Ok(match isolation {
+            FetchIsolation::LogEnd => state.log.log_end_offset(),
+            FetchIsolation::HighWatermark => state.high_watermark,
+        })
+    }
+
+    /// Bytes between two offsets of the leader's log.
+    pub fn bytes_between(&self, from: u64, to: u64) -> u64 {
+        self.state.lock().log.bytes_between(from, to)
+    }
+
+    /// Reads from `fetch_offset` up to the isolation's end offset, at most
+    /// `max_bytes` (but one record at least). A fetch offset beyond the end
+    /// answers `OFFSET_OUT_OF_RANGE`.
+    pub fn read(
+        &self,
+        fetch_offset: u64,
+        max_bytes: u64,
+        isolation: FetchIsolation,
+    ) -> PartitionRead {
+        let state = self.state.lock();
+        let high_watermark = state.high_watermark;
+        let log_end_offset = state.log.log_end_offset();
+        let answer = |error, records| PartitionRead {
+            error,
+            high_watermark,
+            log_end_offset,
+            records,
+        };
+        if let Err(error) = state.leader_or_error() {
+            return answer(error, FetchedRecords::empty(fetch_offset));
+        }
+        let end = match isolation {
+            FetchIsolation::LogEnd => log_end_offset,
+            FetchIsolation::HighWatermark => high_watermark,
+        };
+        if fetch_offset > end {
+            return answer(
+                ErrorCode::OffsetOutOfRange,
+                FetchedRecords::empty(fetch_offset),
+            );
+        }
+        answer(
+            ErrorCode::None,
+            state.log.read(fetch_offset, end, max_bytes),
+        )
+    }
+}
+
+/// The partitions this broker hosts, shared by the replica manager and the
+/// delayed operations that look partitions up.
+#[derive(Debug, Default)]
+pub struct PartitionRegistry {
+    partitions: RwLock<HashMap<TopicPartition, Arc<Partition>>>,
+}
+
+impl PartitionRegistry {
+    /// No partitions.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Hosts `partition` (replacing any partition of the same name).
+    pub fn insert(&self, partition: Partition) -> Arc<Partition> {
+        let partition = Arc::new(partition);
+        self.partitions
+            .write()
+            .insert(partition.topic_partition().clone(), Arc::clone(&partition));
+        partition
+    }
+
+    /// The partition `tp` whatever its role, if hosted.
+    pub fn get(&self, tp: &TopicPartition) -> Option<Arc<Partition>> {
+        self.partitions.read().get(tp).cloned()
+    }
+
+    /// Stops hosting `tp`.
+    pub fn remove(&self, tp: &TopicPartition) -> Option<Arc<Partition>> {
+        self.partitions.write().remove(tp)
+    }
+
+    /// Kafka's `getPartitionOrError`: the partition, `UNKNOWN_TOPIC_OR_PARTITION`
+    /// if it is not hosted, `KAFKA_STORAGE_ERROR` if it is offline.
+    pub fn get_partition_or_error(&self, tp: &TopicPartition) -> Result<Arc<Partition>, ErrorCode> {
+        let partition = self
+            .partitions
+            .read()
+            .get(tp)
+            .cloned()
+            .ok_or(ErrorCode::UnknownTopicOrPartition)?;
+        if partition.role() == PartitionRole::Offline {
+            return Err(ErrorCode::KafkaStorageError);
+        }
+        Ok(partition)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn partition() -> Partition {
+        Partition::new(TopicPartition::new("t", 0), &[1, 2], 2)
+    }
+
+    #[test]
+    fn hw_is_min_leo_of_the_isr_and_never_moves_back() {
+        let p = partition();
+        let info = p.append(&Records::uniform(10, 10), true).unwrap();
+        assert_eq!((info.base_offset, info.last_offset), (0, 9));
+        assert!(!info.hw_advanced);
+        assert_eq!(p.update_follower(1, 10), Ok(false));
+        assert_eq!(p.high_watermark(), 0);
+        assert_eq!(p.update_follower(2, 4), Ok(true));
+        assert_eq!(p.high_watermark(), 4);
+        assert_eq!(p.update_follower(2, 2), Ok(false), "a LEO never goes back");
+        assert_eq!(p.set_in_sync(2, false), Ok(true), "shrinking the ISR");
+        assert_eq!(p.high_watermark(), 10);
+        assert_eq!(p.update_follower(1, 11), Err(ErrorCode::OffsetOutOfRange));
+        assert_eq!(p.update_follower(7, 1), Err(ErrorCode::NotLeaderOrFollower));
+    }
+
+    #[test]
+    fn enough_replicas_follows_kafka() {
+        let p = partition();
+        p.append(&Records::uniform(5, 10), true).unwrap();
+        assert_eq!(
+            p.check_enough_replicas_reach_offset(5),
+            (false, ErrorCode::None)
+        );
+        p.update_follower(1, 5).unwrap();
+        p.update_follower(2, 5).unwrap();
+        assert_eq!(
+            p.check_enough_replicas_reach_offset(5),
+            (true, ErrorCode::None)
+        );
+        p.set_in_sync(1, false).unwrap();
+        p.set_in_sync(2, false).unwrap();
+        assert_eq!(
+            p.check_enough_replicas_reach_offset(5),
+            (true, ErrorCode::NotEnoughReplicasAfterAppend)
+        );
+        assert_eq!(
+            p.append(&Records::uniform(1, 1), true),
+            Err(ErrorCode::NotEnoughReplicas)
+        );
+        assert!(
+            p.append(&Records::uniform(1, 1), false).is_ok(),
+            "acks=1 is fine"
+        );
+        p.set_role(PartitionRole::Follower);
+        assert_eq!(
+            p.check_enough_replicas_reach_offset(5),
+            (false, ErrorCode::NotLeaderOrFollower)
+        );
+    }
+
+    #[test]
+    fn reads_stop_at_the_isolation_end() {
+        let p = partition();
+        p.append(&Records::uniform(4, 100), true).unwrap();
+        p.update_follower(1, 2).unwrap();
+        p.update_follower(2, 2).unwrap();
+        let consumer = p.read(0, 1000, FetchIsolation::HighWatermark);
+        assert_eq!(
+            (consumer.records.next_offset, consumer.records.bytes),
+            (2, 200)
+        );
+        let follower = p.read(0, 1000, FetchIsolation::LogEnd);
+        assert_eq!(follower.records.next_offset, 4);
+        assert_eq!(
+            p.read(3, 1000, FetchIsolation::HighWatermark).error,
+            ErrorCode::OffsetOutOfRange
+        );
+    }
+
+    #[test]
+    fn registry_maps_missing_and_offline_partitions_to_errors() {
+        let registry = PartitionRegistry::new();
+        let tp = TopicPartition::new("t", 0);
+        assert_eq!(
+            registry.get_partition_or_error(&tp).unwrap_err(),
+            ErrorCode::UnknownTopicOrPartition
+        );
+        let p = registry.insert(partition());
+        assert!(registry.get_partition_or_error(&tp).is_ok());
+        p.set_role(PartitionRole::Offline);
+        assert_eq!(
+            registry.get_partition_or_error(&tp).unwrap_err(),
+            ErrorCode::KafkaStorageError
+        );
+    }
+}

@@ -1,0 +1,299 @@
+//! The replica manager: appends, fetches and replication on the hosted
+//! partitions, with the `Produce` and `Fetch` purgatories.
+//!
+//! It plays Kafka's `ReplicaManager` roles that touch the purgatory:
+//! - [`ReplicaManager::append_records`] appends on the leaders; with `acks=-1`
+//!   and at least one successful append it parks a [`DelayedProduce`] keyed by
+//!   every partition written, otherwise it answers at once;
+//! - [`ReplicaManager::fetch_messages`] reads; a fetch that cannot be answered
+//!   yet becomes a [`DelayedFetch`] keyed by every partition read. A follower's
+//!   fetch first records the follower's position (its acknowledgement), which
+//!   may advance the high watermark;
+//! - every event that can satisfy a delayed operation triggers
+//!   `check_and_complete` on the partition's key, as Kafka's
+//!   `tryCompleteDelayedRequests` does: an append checks the fetch purgatory
+//!   (followers read up to the log end), a high-watermark advance checks both,
+//!   and a role change checks both (waiting operations answer with the error).
+//!
+//! Invariant: no lock of this module or of a partition is held while calling
+//! into a purgatory (Kafka's rule: call `check_and_complete` without holding
+//! exclusive locks a `try_complete` may need).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use log::debug;
+use purgatory::{Operation, Purgatory, PurgatoryError};
+use timer::{Clock, ManualClock};
+
+use crate::error::ErrorCode;
+use crate::fetch::{
+    can_answer_now, read_partitions, DelayedFetch, FetchParams, FetchResponse, PartitionFetch,
+};
+use crate::partition::{Partition, PartitionRegistry, PartitionRole, ReplicaId, TopicPartition};
+use crate::produce::{
+    Acks, DelayedProduce, PartitionResponse, ProducePartitionStatus, ProduceResponse,
+};
+use crate::records::Records;
+use crate::response::Callback;
+
+/// The produce purgatory type.
+pub type ProducePurgatory = Purgatory<TopicPartition, DelayedProduce>;
+/// The fetch purgatory type.
+pub type FetchPurgatory = Purgatory<TopicPartition, DelayedFetch>;
+
+/// The replica manager (see the module docs).
+pub struct ReplicaManager {
+    partitions: Arc<PartitionRegistry>,
+    produce: ProducePurgatory,
+    fetch: FetchPurgatory,
+}
+
+impl fmt::Debug for ReplicaManager {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReplicaManager")
+            .field("produce_delayed", &self.produce.delayed())
+            .field("fetch_delayed", &self.fetch.delayed())
+            .finish()
+    }
+}
+
+impl ReplicaManager {
+    /// Kafka's name for the produce purgatory.
+    pub const PRODUCE_PURGATORY: &'static str = "Produce";
+    /// Kafka's name for the fetch purgatory.
+    pub const FETCH_PURGATORY: &'static str = "Fetch";
+
+    /// A replica manager on the given purgatories (which should share a clock).
+    pub fn new(produce: ProducePurgatory, fetch: FetchPurgatory) -> Self {
+        ReplicaManager {
+            partitions: Arc::new(PartitionRegistry::new()),
+            produce,
+            fetch,
+        }
+    }
+
+    /// Both purgatories on `clock`, with no reaper: drive them with
+    /// [`ReplicaManager::advance_clock`].
+    pub fn with_manual_clock(clock: &ManualClock) -> Result<Self, PurgatoryError> {
+        let produce = ProducePurgatory::builder(Self::PRODUCE_PURGATORY)
+            .clock(clock.clone())
+            .reaper(false)
+            .build()?;
+        let fetch = FetchPurgatory::builder(Self::FETCH_PURGATORY)
+            .clock(clock.clone())
+            .reaper(false)
+            .build()?;
+        Ok(Self::new(produce, fetch))
+    }
+
+    /// The hosted partitions.
+    pub fn partitions(&self) -> &Arc<PartitionRegistry> {
+        &self.partitions
+    }
+
+    /// Hosts a new partition led here, with `followers` (all in sync).
+    pub fn add_partition(
+        &self,
+        tp: TopicPartition,
+        followers: &[ReplicaId],
+        min_insync_replicas: usize,
+    ) -> Arc<Partition> {
+        self.partitions
+            .insert(Partition::new(tp, followers, min_insync_replicas))
+    }
+
+    /// The partition `tp`, or why it cannot be used.
+    pub fn partition(&self, tp: &TopicPartition) -> Result<Arc<Partition>, ErrorCode> {
+        self.partitions.get_partition_or_error(tp)
+    }
+
+    /// The produce purgatory (for its gauges).
+    pub fn produce_purgatory(&self) -> &ProducePurgatory {
+        &self.produce
+    }
+
+    /// The fetch purgatory (for its gauges).
+    pub fn fetch_purgatory(&self) -> &FetchPurgatory {
+        &self.fetch
+    }
+
+    /// The clock both purgatories run on.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        self.produce.clock()
+    }
+
+    /// Expires what is due in both purgatories; true if either did anything.
+    pub fn advance_clock(&self, timeout: Duration) -> bool {
+        let produce = self.produce.advance_clock(timeout);
+        let fetch = self.fetch.advance_clock(timeout);
+        produce || fetch
+    }
+
+    /// Appends `entries` on their leaders and answers through `callback`: at
+    /// once for `acks` 0 or 1 or when every append failed, else when the
+    /// followers have the records or `timeout` passes. Returns whether it
+    /// answered at once.
+    pub fn append_records(
+        &self,
+        timeout: Duration,
+        acks: Acks,
+        entries: Vec<(TopicPartition, Records)>,
+        callback: impl FnOnce(ProduceResponse) + Send + 'static,
+    ) -> bool {
+        let mut results = BTreeMap::new();
+        for (tp, records) in entries {
+            let result = self
+                .partitions
+                .get_partition_or_error(&tp)
+                .and_then(|p| p.append(&records, acks == Acks::All));
+            if let Ok(info) = &result {
+                self.after_append(&tp, info.hw_advanced);
+            }
+            results.insert(tp, result);
+        }
+        let any_appended = results.values().any(Result::is_ok);
+        if acks != Acks::All || !any_appended {
+            let response = results
+                .into_iter()
+                .map(|(tp, result)| {
+                    let response = match result {
+                        Ok(info) => PartitionResponse {
+                            error: ErrorCode::None,
+                            base_offset: Some(info.base_offset),
+                        },
+                        Err(error) => PartitionResponse {
+                            error,
+                            base_offset: None,
+                        },
+                    };
+                    (tp, response)
+                })
+                .collect();
+            callback(response);
+            return true;
+        }
+        let status: BTreeMap<_, _> = results
+            .into_iter()
+            .map(|(tp, result)| (tp, ProducePartitionStatus::after_append(result)))
+            .collect();
+        let keys: Vec<_> = status.keys().cloned().collect();
+        let op = Operation::new(DelayedProduce::new(
+            timeout,
+            Arc::clone(&self.partitions),
+            status,
+            Callback::new(callback),
+        ));
+        match self.produce.try_complete_else_watch(op.clone(), keys) {
+            Ok(completed) => completed,
+            Err(err) => {
+                // Shut down: answer with what we have (pending = timed out).
+                debug!("produce not delayed: {err}");
+                op.force_complete();
+                true
+            }
+        }
+    }
+
+    /// Serves a fetch through `callback`: at once if it can be answered now
+    /// (enough bytes, `max_wait` zero, an error), else when it can or
+    /// `max_wait` passes. A follower's fetch first records its position.
+    /// Returns whether it answered at once.
+    pub fn fetch_messages(
+        &self,
+        params: FetchParams,
+        partitions: Vec<(TopicPartition, PartitionFetch)>,
+        callback: impl FnOnce(FetchResponse) + Send + 'static,
+    ) -> bool {
+        if let Some(replica) = params.replica_id {
+            for (tp, fetch) in &partitions {
+                // A bad offset or unknown partition shows in the read below.
+                let _ = self.follower_fetch_ack(replica, tp, fetch.fetch_offset);
+            }
+        }
+        if params.max_wait.is_zero()
+            || partitions.is_empty()
+            || can_answer_now(&self.partitions, &params, &partitions)
+        {
+            callback(read_partitions(&self.partitions, &params, &partitions));
+            return true;
+        }
+        let keys: Vec<_> = partitions.iter().map(|(tp, _)| tp.clone()).collect();
+        let op = Operation::new(DelayedFetch::new(
+            params,
+            partitions,
+            Arc::clone(&self.partitions),
+            Callback::new(callback),
+        ));
+        match self.fetch.try_complete_else_watch(op.clone(), keys) {
+            Ok(completed) => completed,
+            Err(err) => {
+                debug!("fetch not delayed: {err}");
+                op.force_complete();
+                true
+            }
+        }
+    }
+
+    /// Records that follower `replica` fetched `tp` from `fetch_offset` (so it
+    /// has everything before it), and completes what an HW advance satisfies.
+    /// Returns whether the HW advanced.
+    pub fn follower_fetch_ack(
+        &self,
+        replica: ReplicaId,
+        tp: &TopicPartition,
+        fetch_offset: u64,
+    ) -> Result<bool, ErrorCode> {
+        let advanced = self.partition(tp)?.update_follower(replica, fetch_offset)?;
+        if advanced {
+            self.on_hw_advanced(tp);
+        }
+        Ok(advanced)
+    }
+
+    /// Puts a follower in or out of the ISR; a shrink may advance the HW and
+    /// complete waiting produces. Returns whether the HW advanced.
+    pub fn set_in_sync(
+        &self,
+        tp: &TopicPartition,
+        replica: ReplicaId,
+        in_sync: bool,
+    ) -> Result<bool, ErrorCode> {
+        let advanced = self.partition(tp)?.set_in_sync(replica, in_sync)?;
+        if advanced {
+            self.on_hw_advanced(tp);
+        }
+        Ok(advanced)
+    }
+
+    /// Changes this broker's role for `tp`; operations waiting on it complete
+    /// (with `NOT_LEADER_OR_FOLLOWER` or `KAFKA_STORAGE_ERROR`).
+    pub fn set_partition_role(&self, tp: &TopicPartition, role: PartitionRole) {
+        // Look the partition up even when offline: this may bring it back.
+        if let Some(partition) = self.partitions.get(tp) {
+            partition.set_role(role);
+        }
+        self.produce.check_and_complete(tp);
+        self.fetch.check_and_complete(tp);
+    }
+
+    /// Shuts both purgatories down; returns how many operations were pending.
+    pub fn shutdown(&self) -> usize {
+        self.produce.shutdown().len() + self.fetch.shutdown().len()
+    }
+
+    fn after_append(&self, tp: &TopicPartition, hw_advanced: bool) {
+        // Followers long-poll up to the log end, which just moved.
+        self.fetch.check_and_complete(tp);
+        if hw_advanced {
+            self.produce.check_and_complete(tp);
+        }
+    }
+
+    fn on_hw_advanced(&self, tp: &TopicPartition) {
+        self.produce.check_and_complete(tp);
+        self.fetch.check_and_complete(tp);
+    }
+}

@@ -1,0 +1,468 @@
+//! The simulation's event loop, in virtual or real time.
+//!
+//! Consumers are events in a priority queue ordered by `(time, consumer)`:
+//! each consumer has exactly one pending event, its next heartbeat. Handling
+//! it either drops the consumer (it crashed), postpones it to the end of a
+//! stall, or sends the heartbeat; a heartbeat refused with
+//! `UNKNOWN_MEMBER_ID` (the member was evicted) makes the consumer rejoin
+//! under a new member id, as a dynamic Kafka member does.
+//!
+//! The engine never tells the coordinator that a consumer failed: failures are
+//! detected only when the heartbeat purgatory expires an expectation.
+//!
+//! - Virtual time: a [`ManualClock`] and no reaper. For each millisecond `t`
+//!   the engine sets the clock to `t`, lets the purgatory expire what is due
+//!   (`advance_clock` returns after the expiration callbacks ran), then
+//!   handles the heartbeats due at `t`. Everything is single-threaded in
+//!   effect and seeded, so a seed always gives the same summary.
+//! - Real time: the system clock and the purgatory's reaper; the engine
+//!   sleeps until the next heartbeat is due, and evictions happen on the
+//!   purgatory's executor thread as they would in a broker.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::fmt;
+use std::time::Duration;
+
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use timer::ManualClock;
+
+use super::config::{ConfigError, SimConfig};
+use super::summary::{percentile, Progress, Summary};
+use crate::coordinator::{Eviction, GroupCoordinator};
+use crate::error::ErrorCode;
+use crate::group::{GroupId, MemberId};
+
+/// Why a simulation could not run.
+#[derive(Debug)]
+pub enum SimError {
+    /// The configuration is invalid.
+    Config(ConfigError),
+    /// The heartbeat purgatory could not be built.
+    Purgatory(String),
+}
+
+impl fmt::Display for SimError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SimError::Config(err) => write!(f, "{err}"),
+            SimError::Purgatory(err) => write!(f, "cannot build the heartbeat purgatory: {err}"),
+        }
+    }
+}
+
+impl std::error::Error for SimError {}
+
+impl From<ConfigError> for SimError {
+    fn from(err: ConfigError) -> Self {
+        SimError::Config(err)
+    }
+}
+
+/// What the seeded plan has in store for one consumer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fate {
+    Healthy,
+    /// Stops for good at `at`.
+    Crash {
+        at: u64,
+    },
+    /// Sends nothing in `[at, until)`, then resumes.
+    Stall {
+        at: u64,
+        until: u64,
+    },
+}
+
+impl Fate {
+    /// Whether the consumer is down (crashed, or inside its stall) at `t`.
+    fn is_down_at(self, t: u64) -> bool {
+        match self {
+            Fate::Healthy => false,
+            Fate::Crash { at } => t >= at,
+            Fate::Stall { at, until } => (at..until).contains(&t),
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Consumer {
+    group: GroupId,
+    index: usize,
+    incarnation: u32,
+    member: MemberId,
+    fate: Fate,
+    detected: bool,
+}
+
+impl Consumer {
+    fn member_id(index: usize, incarnation: u32) -> MemberId {
+        MemberId::new(format!("consumer-{index}-{incarnation}"))
+    }
+}
+
+/// The time source of a run: virtual (manual clock) or real.
+enum Time {
+    Virtual(ManualClock),
+    Real { start_ms: u64 },
+}
+
+struct Engine<'a> {
+    config: &'a SimConfig,
+    coordinator: GroupCoordinator,
+    time: Time,
+    rng: StdRng,
+    consumers: Vec<Consumer>,
+    by_member: HashMap<MemberId, usize>,
+    events: BinaryHeap<Reverse<(u64, usize)>>,
+    generations_at_start: u64,
+    rejoins: u64,
+    delays: Vec<u64>,
+    false_evictions: usize,
+    evictions: u64,
+    last_progress: (u64, u64),
+}
+
+/// Runs the simulation `config` describes, calling `on_progress` about once
+/// per simulated second, and returns its summary.
+pub fn run(config: &SimConfig, on_progress: impl FnMut(&Progress)) -> Result<Summary, SimError> {
+    config.validate()?;
+    let purgatory_error = |err: purgatory::PurgatoryError| SimError::Purgatory(err.to_string());
+    let (coordinator, time) = if config.virtual_time {
+        let clock = ManualClock::new();
+        let coordinator = GroupCoordinator::with_manual_clock(&clock).map_err(purgatory_error)?;
+        (coordinator, Time::Virtual(clock))
+    } else {
+        let coordinator = GroupCoordinator::with_system_clock().map_err(purgatory_error)?;
+        let start_ms = coordinator.now_ms();
+        (coordinator, Time::Real { start_ms })
+    };
+    let mut engine = Engine::new(config, coordinator, time);
+    engine.start();
+    engine.run_loop(on_progress);
+    let summary = engine.summary();
+    engine.coordinator.shutdown();
+    Ok(summary)
+}
+
+impl<'a> Engine<'a> {
+    fn new(config: &'a SimConfig, coordinator: GroupCoordinator, time: Time) -> Self {
+        let mut rng = StdRng::seed_from_u64(config.seed);
+        let fates = plan_fates(config, &mut rng);
+        let consumers = fates
+            .into_iter()
+            .enumerate()
+            .map(|(index, fate)| Consumer {
+                group: GroupId::new(format!("group-{}", index % config.groups)),
+                index,
+                incarnation: 0,
+                member: Consumer::member_id(index, 0),
+                fate,
+                detected: false,
+            })
+            .collect();
+        Engine {
+            config,
+            coordinator,
+            time,
+            rng,
+            consumers,
+            by_member: HashMap::new(),
+            events: BinaryHeap::new(),
+            generations_at_start: 0,
+            rejoins: 0,
+            delays: Vec::new(),
+            false_evictions: 0,
+            evictions: 0,
+            last_progress: (0, 0),
+        }
+    }
+
+    /// Simulated ms since the start.
+    fn now(&self) -> u64 {
+        match &self.time {
+            Time::Virtual(clock) => timer::Clock::now_ms(clock),
+            Time::Real { start_ms } => self.coordinator.now_ms().saturating_sub(*start_ms),
+        }
+    }
+
+    /// Every consumer joins at time 0 and heartbeats first at a random phase.
+    fn start(&mut self) {
+        let session = Duration::from_millis(self.config.session_timeout_ms);
+        for index in 0..self.consumers.len() {
+            let consumer = &self.consumers[index];
+            self.by_member.insert(consumer.member.clone(), index);
+            self.coordinator
+                .join_group(&consumer.group, &consumer.member, session)
+                .expect("a positive session timeout is always accepted");
+            let first = self.rng.gen_range(1..=self.config.heartbeat_interval_ms);
+            self.events.push(Reverse((first, index)));
+        }
+        self.generations_at_start = self.coordinator.total_generations();
+    }
+
+    fn run_loop(&mut self, mut on_progress: impl FnMut(&Progress)) {
+        let end = self.config.duration_ms;
+        let mut next_progress = 1000;
+        match &self.time {
+            Time::Virtual(clock) => {
+                let clock = clock.clone();
+                for t in 1..=end {
+                    clock.set_ms(t);
+                    while self.coordinator.advance_clock(Duration::ZERO) {}
+                    self.handle_due(t);
+                    if t == next_progress || t == end {
+                        on_progress(&self.progress(t));
+                        next_progress += 1000;
+                    }
+                }
+            }
+            Time::Real { .. } => loop {
+                let now = self.now();
+                self.handle_due(now.min(end));
+                if now >= next_progress || now >= end {
+                    on_progress(&self.progress(now.min(end)));
+                    next_progress = (now / 1000 + 1) * 1000;
+                }
+                if now >= end {
+                    break;
+                }
+                let next_event = self.events.peek().map_or(end, |Reverse((t, _))| *t);
+                let wake = next_event.min(next_progress).min(end);
+                if wake > now {
+                    std::thread::sleep(Duration::from_millis(wake - now));
+                }
+            },
+        }
+    }
+
+    /// Handles every heartbeat due at or before `t`.
+    fn handle_due(&mut self, t: u64) {
+        while let Some(&Reverse((due, index))) = self.events.peek() {
+            if due > t {
+                break;
+            }
+            self.events.pop();
+            self.heartbeat(due, index);
+        }
+    }
+
+    fn heartbeat(&mut self, due: u64, index: usize) {
+        let consumer = &self.consumers[index];
+        match consumer.fate {
+            Fate::Crash { at } if due >= at => return,
+            Fate::Stall { at, until } if (at..until).contains(&due) => {
+                self.events.push(Reverse((until, index)));
+                return;
+            }
+            _ => {}
+        }
+        match self
+            .coordinator
+            .heartbeat(&consumer.group, &consumer.member)
+        {
+            Ok(()) => {}
+            Err(ErrorCode::UnknownMemberId) => self.rejoin(index),
+            Err(other) => log::warn!("heartbeat of {} refused: {other}", consumer.member),
+        }
+        let interval = self.config.heartbeat_interval_ms;
+        let jitter = self.config.jitter_ms();
+        let gap = self
+            .rng
+            .gen_range(interval - jitter..=interval + jitter)
+            .max(1);
+        self.events.push(Reverse((due + gap, index)));
+    }
+
+    /// An evicted consumer rejoins under a new member id.
+    fn rejoin(&mut self, index: usize) {
+        let consumer = &mut self.consumers[index];
+        consumer.incarnation += 1;
+        consumer.member = Consumer::member_id(consumer.index, consumer.incarnation);
+        self.by_member.insert(consumer.member.clone(), index);
+        let session = Duration::from_millis(self.config.session_timeout_ms);
+        self.coordinator
+            .join_group(&consumer.group, &consumer.member, session)
+            .expect("a positive session timeout is always accepted");
+        self.rejoins += 1;
+    }
+
+    /// Classifies the evictions recorded since the last call.
+    fn collect_evictions(&mut self) {
+        let start_ms = match self.time {
+            Time::Virtual(_) => 0,
+            Time::Real { start_ms } => start_ms,
+        };
+        for eviction in self.coordinator.take_evictions() {
+            self.evictions += 1;
+            self.classify(&eviction, start_ms);
+        }
+    }
+
+    fn classify(&mut self, eviction: &Eviction, start_ms: u64) {
+        let Some(&index) = self.by_member.get(&eviction.member) else {
+            self.false_evictions += 1;
+            return;
+        };
+        let consumer = &mut self.consumers[index];
+        let evicted_at = eviction.evicted_at_ms.saturating_sub(start_ms);
+        if consumer.fate.is_down_at(evicted_at) && !consumer.detected {
+            consumer.detected = true;
+            self.delays.push(eviction.detection_delay_ms());
+        } else {
+            self.false_evictions += 1;
+        }
+    }
+
+    fn rebalances(&self) -> u64 {
+        self.coordinator.total_generations() - self.generations_at_start
+    }
+
+    fn progress(&mut self, t: u64) -> Progress {
+        self.collect_evictions();
+        let heartbeats = self.coordinator.heartbeats_handled();
+        let (last_t, last_heartbeats) = self.last_progress;
+        self.last_progress = (t, heartbeats);
+        let span_s = (t.saturating_sub(last_t)).max(1) as f64 / 1000.0;
+        let purgatory = self.coordinator.purgatory();
+        Progress {
+            elapsed_ms: t,
+            alive: self.coordinator.alive_members(),
+            heartbeats_per_s: (heartbeats - last_heartbeats) as f64 / span_s,
+            watched: purgatory.watched(),
+            delayed: purgatory.delayed(),
+            evictions: self.evictions,
+            rebalances: self.rebalances(),
+        }
+    }
+
+    fn summary(&mut self) -> Summary {
+        self.collect_evictions();
+        let crashes = self
+            .consumers
+            .iter()
+            .filter(|c| matches!(c.fate, Fate::Crash { .. }))
+            .count();
+        let stalls = self
+            .consumers
+            .iter()
+            .filter(|c| matches!(c.fate, Fate::Stall { .. }))
+            .count();
+        let detected = self.consumers.iter().filter(|c| c.detected).count();
+        let mut delays = std::mem::take(&mut self.delays);
+        delays.sort_unstable();
+        let heartbeats = self.coordinator.heartbeats_handled();
+        let purgatory = self.coordinator.purgatory();
+        Summary {
+            config: self.config.clone(),
+            injected_crashes: crashes,
+            injected_stalls: stalls,
+            detected_failures: detected,
+            undetected_failures: crashes + stalls - detected,
+            false_evictions: self.false_evictions,
+            detection_delay_p50_ms: percentile(&delays, 50.0),
+            detection_delay_p99_ms: percentile(&delays, 99.0),
+            detection_delay_max_ms: delays.last().copied(),
+            rebalances: self.rebalances(),
+            rejoins: self.rejoins,
+            heartbeats,
+            heartbeats_per_s: heartbeats as f64 * 1000.0 / self.config.duration_ms as f64,
+            alive_at_end: self.coordinator.alive_members(),
+            watched_at_end: purgatory.watched(),
+            delayed_at_end: purgatory.delayed(),
+        }
+    }
+}
+
+/// Picks exactly `planned_crashes` crashing and `planned_stalls` stalling
+/// consumers, and when each failure starts (within the injection window) and,
+/// for a stall, when it ends: between half an interval and a whole interval
+/// after the session timeout has passed, so every stall is long enough to be
+/// detected and the member rejoins afterwards.
+fn plan_fates(config: &SimConfig, rng: &mut StdRng) -> Vec<Fate> {
+    let mut order: Vec<usize> = (0..config.consumers).collect();
+    order.shuffle(rng);
+    let crashes = config.planned_crashes();
+    let stalls = config.planned_stalls();
+    let (first, last) = config.injection_window_ms();
+    let interval = config.heartbeat_interval_ms;
+    let mut fates = vec![Fate::Healthy; config.consumers];
+    for (rank, &index) in order.iter().take(crashes + stalls).enumerate() {
+        let at = rng.gen_range(first..=last);
+        fates[index] = if rank < crashes {
+            Fate::Crash { at }
+        } else {
+            let pause = config.session_timeout_ms + rng.gen_range(interval / 2..=interval);
+            Fate::Stall {
+                at,
+                until: at + pause.max(config.session_timeout_ms + 1),
+            }
+        };
+    }
+    fates
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn small(seed: u64) -> SimConfig {
+        SimConfig {
+            consumers: 200,
+            groups: 10,
+            heartbeat_interval_ms: 100,
+            session_timeout_ms: 300,
+            crash_rate: 0.05,
+            stall_rate: 0.05,
+            duration_ms: 2_000,
+            seed,
+            virtual_time: true,
+        }
+    }
+
+    #[test]
+    fn fates_follow_the_plan() {
+        let config = small(1);
+        let fates = plan_fates(&config, &mut StdRng::seed_from_u64(1));
+        let (first, last) = config.injection_window_ms();
+        let mut crashes = 0;
+        let mut stalls = 0;
+        for fate in fates {
+            match fate {
+                Fate::Healthy => {}
+                Fate::Crash { at } => {
+                    crashes += 1;
+                    assert!((first..=last).contains(&at));
+                }
+                Fate::Stall { at, until } => {
+                    stalls += 1;
+                    assert!((first..=last).contains(&at));
+                    assert!(until > at + config.session_timeout_ms);
+                }
+            }
+        }
+        assert_eq!((crashes, stalls), (10, 10));
+    }
+
+    #[test]
+    fn a_small_virtual_run_detects_everything() {
+        let mut lines = 0;
+        let summary = run(&small(7), |_| lines += 1).unwrap();
+        assert_eq!(lines, 2, "one progress line per simulated second");
+        assert_eq!(summary.detected_failures, 20);
+        assert_eq!(summary.false_evictions, 0);
+        assert_eq!(summary.alive_at_end, summary.watched_at_end);
+        assert_eq!(summary.alive_at_end, summary.delayed_at_end);
+    }
+
+    #[test]
+    fn invalid_configs_are_errors() {
+        let config = SimConfig {
+            consumers: 0,
+            ..small(1)
+        };
+        assert!(matches!(run(&config, |_| {}), Err(SimError::Config(_))));
+    }
+}

@@ -1,0 +1,237 @@
+//! What a simulation run reports: progress lines while it runs, and the
+//! summary at the end (human-readable and as one JSON object).
+//!
+//! Invariant: in virtual time every field of [`Summary`] is a function of the
+//! configuration alone (the seed included), so two runs with the same seed
+//! give equal summaries and byte-identical JSON. Wall-clock measurements are
+//! therefore kept out of it; the example reports them separately.
+
+use std::fmt;
+
+use super::config::SimConfig;
+
+/// One status line, emitted about once per simulated second.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Progress {
+    /// Simulated time since the start (ms).
+    pub elapsed_ms: u64,
+    /// Members in their groups now.
+    pub alive: usize,
+    /// Heartbeats handled per simulated second since the previous line.
+    pub heartbeats_per_s: f64,
+    /// The heartbeat purgatory's watched count.
+    pub watched: usize,
+    /// The heartbeat purgatory's delayed (timer) count.
+    pub delayed: usize,
+    /// Evictions so far.
+    pub evictions: u64,
+    /// Rebalances so far.
+    pub rebalances: u64,
+}
+
+impl fmt::Display for Progress {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "[t={:>6.1}s] alive {:>7}  heartbeats/s {:>9.1}  pending: watched {:>7} delayed {:>7}  evicted {:>5}  rebalances {:>5}",
+            self.elapsed_ms as f64 / 1000.0,
+            self.alive,
+            self.heartbeats_per_s,
+            self.watched,
+            self.delayed,
+            self.evictions,
+            self.rebalances
+        )
+    }
+}
+
+/// The outcome of a run (see the `simulation` module docs for definitions).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Summary {
+    /// The configuration that ran.
+    pub config: SimConfig,
+    /// Consumers that crashed.
+    pub injected_crashes: usize,
+    /// Consumers that stalled.
+    pub injected_stalls: usize,
+    /// Injected failures the coordinator detected (evicted the member for).
+    pub detected_failures: usize,
+    /// Injected failures not detected by the end of the run.
+    pub undetected_failures: usize,
+    /// Evictions of members that had neither crashed nor stalled.
+    pub false_evictions: usize,
+    /// Detection delay percentiles (ms); `None` when nothing was detected.
+    pub detection_delay_p50_ms: Option<u64>,
+    /// 99th percentile detection delay (ms).
+    pub detection_delay_p99_ms: Option<u64>,
+    /// Largest detection delay (ms).
+    pub detection_delay_max_ms: Option<u64>,
+    /// Generation bumps after the groups formed (evictions plus rejoins).
+    pub rebalances: u64,
+    /// Members that rejoined after being evicted.
+    pub rejoins: u64,
+    /// Heartbeat requests the coordinator handled.
+    pub heartbeats: u64,
+    /// Heartbeats per simulated second.
+    pub heartbeats_per_s: f64,
+    /// Members in their groups at the end.
+    pub alive_at_end: usize,
+    /// The heartbeat purgatory's watched count at the end.
+    pub watched_at_end: usize,
+    /// The heartbeat purgatory's delayed count at the end.
+    pub delayed_at_end: usize,
+}
+
+/// The `p`-th percentile of sorted `values` by nearest rank.
+pub fn percentile(sorted: &[u64], p: f64) -> Option<u64> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    Some(sorted[rank.clamp(1, sorted.len()) - 1])
+}
+
+fn json_opt(value: Option<u64>) -> String {
+    value.map_or_else(|| "null".to_string(), |v| v.to_string())
+}
+
+fn opt_ms(value: Option<u64>) -> String {
+    value.map_or_else(|| "n/a".to_string(), |v| format!("{v} ms"))
+}
+
+impl Summary {
+    /// Injected failures in all.
+    pub fn injected_failures(&self) -> usize {
+        self.injected_crashes + self.injected_stalls
+    }
+
+    /// The summary as one line of JSON (fields in a fixed order).
+    pub fn to_json(&self) -> String {
+        let c = &self.config;
+        format!(
+            concat!(
+                "{{\"consumers\":{},\"groups\":{},\"heartbeat_interval_ms\":{},\"session_timeout_ms\":{},",
+                "\"crash_rate\":{},\"stall_rate\":{},\"duration_s\":{},\"seed\":{},\"virtual_time\":{},",
+                "\"injected_crashes\":{},\"injected_stalls\":{},\"detected_failures\":{},",
+                "\"undetected_failures\":{},\"false_evictions\":{},",
+                "\"detection_delay_p50_ms\":{},\"detection_delay_p99_ms\":{},\"detection_delay_max_ms\":{},",
+                "\"rebalances\":{},\"rejoins\":{},\"heartbeats\":{},\"heartbeats_per_s\":{:.1},",
+                "\"alive_at_end\":{},\"watched_at_end\":{},\"delayed_at_end\":{}}}"
+            ),
+            c.consumers,
+            c.groups,
+            c.heartbeat_interval_ms,
+            c.session_timeout_ms,
+            c.crash_rate,
+            c.stall_rate,
+            c.duration_ms as f64 / 1000.0,
+            c.seed,
+            c.virtual_time,
+            self.injected_crashes,
+            self.injected_stalls,
+            self.detected_failures,
+            self.undetected_failures,
+            self.false_evictions,
+            json_opt(self.detection_delay_p50_ms),
+            json_opt(self.detection_delay_p99_ms),
+            json_opt(self.detection_delay_max_ms),
+            self.rebalances,
+            self.rejoins,
+            self.heartbeats,
+            self.heartbeats_per_s,
+            self.alive_at_end,
+            self.watched_at_end,
+            self.delayed_at_end,
+        )
+    }
+}
+
+impl fmt::Display for Summary {
+    /// The human-readable summary block.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let c = &self.config;
+        let mode = if c.virtual_time {
+            "virtual time"
+        } else {
+            "real time"
+        };
+        let check = |ok: bool| if ok { "ok" } else { "CHECK" };
+        writeln!(f, "== summary ({mode}, seed {}) ==", c.seed)?;
+        writeln!(
+            f,
+            "consumers          {} in {} groups; heartbeat every {} ms ± {} ms; session timeout {} ms; {} s simulated",
+            c.consumers,
+            c.groups,
+            c.heartbeat_interval_ms,
+            c.jitter_ms(),
+            c.session_timeout_ms,
+            c.duration_ms as f64 / 1000.0
+        )?;
+        writeln!(
+            f,
+            "failures injected  {} ({} crashes, {} stalls)",
+            self.injected_failures(),
+            self.injected_crashes,
+            self.injected_stalls
+        )?;
+        writeln!(
+            f,
+            "failures detected  {} of {}, {} undetected  [{}]",
+            self.detected_failures,
+            self.injected_failures(),
+            self.undetected_failures,
+            check(self.undetected_failures == 0)
+        )?;
+        writeln!(
+            f,
+            "false evictions    {}  [{}]",
+            self.false_evictions,
+            check(self.false_evictions == 0)
+        )?;
+        writeln!(
+            f,
+            "detection delay    p50 {}  p99 {}  max {}  (after the last heartbeat; session timeout {} ms)",
+            opt_ms(self.detection_delay_p50_ms),
+            opt_ms(self.detection_delay_p99_ms),
+            opt_ms(self.detection_delay_max_ms),
+            c.session_timeout_ms
+        )?;
+        writeln!(
+            f,
+            "rebalances         {} ({} evictions, {} rejoins)",
+            self.rebalances,
+            self.detected_failures + self.false_evictions,
+            self.rejoins
+        )?;
+        writeln!(
+            f,
+            "heartbeats         {} ({:.1}/s)",
+            self.heartbeats, self.heartbeats_per_s
+        )?;
+        let consistent =
+            self.watched_at_end == self.alive_at_end && self.delayed_at_end == self.alive_at_end;
+        write!(
+            f,
+            "at end             alive {}, purgatory watched {}, delayed {} (one pending heartbeat expectation per alive member)  [{}]",
+            self.alive_at_end,
+            self.watched_at_end,
+            self.delayed_at_end,
+            check(consistent)
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_rank_percentiles() {
+        let v: Vec<u64> = (1..=100).collect();
+        assert_eq!(percentile(&v, 50.0), Some(50));
+        assert_eq!(percentile(&v, 99.0), Some(99));
+        assert_eq!(percentile(&v, 100.0), Some(100));
+        assert_eq!(percentile(&[7], 99.0), Some(7));
+        assert_eq!(percentile(&[], 50.0), None);
+    }
+}
