@@ -121,6 +121,8 @@ pub use crate::error::PurgatoryError;
 pub use crate::operation::{
     new_operation_lock, DelayedOperation, Operation, OperationGuard, OperationLock,
 };
+#[doc(hidden)]
+pub use crate::purgatory::Unchosen;
 pub use crate::purgatory::{Purgatory, PurgatoryBuilder, ShutdownPolicy};
 pub use crate::watch::WatchKey;
 pub use timer::{Clock, ConfigError, ManualClock, SystemClock};

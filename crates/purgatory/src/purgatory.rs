@@ -195,6 +195,36 @@ pub struct Purgatory<K: WatchKey, Op: DelayedOperation> {
     policy: ShutdownPolicy,
 }
 
+/// Stands in for the operation type where none is chosen yet; see
+/// [`Purgatory::builder`]. It has no values.
+#[doc(hidden)]
+#[derive(Debug)]
+pub enum Unchosen {}
+
+impl DelayedOperation for Unchosen {
+    fn timeout(&self) -> Duration {
+        match *self {}
+    }
+    fn try_complete(&self) -> bool {
+        match *self {}
+    }
+    fn on_complete(&self) {
+        match *self {}
+    }
+}
+
+impl Purgatory<(), Unchosen> {
+    /// A builder starting from the defaults of [`Purgatory::new`]. The key
+    /// and operation types are chosen by
+    /// [`build`](PurgatoryBuilder::build): `Purgatory::builder("produce")
+    /// .reaper(false).build::<Key, Op>()`. (This function lives on one
+    /// concrete instantiation, as `HashMap::new` does, so that
+    /// `Purgatory::builder(..)` needs no type annotations.)
+    pub fn builder(name: impl Into<String>) -> PurgatoryBuilder {
+        PurgatoryBuilder::new(name.into())
+    }
+}
+
 impl<K: WatchKey, Op: DelayedOperation> Purgatory<K, Op> {
     /// A purgatory with Kafka's defaults: real time, tick 1 ms, wheel size
     /// 20, reaper running with a 200 ms poll, [`ShutdownPolicy::Drop`].
@@ -203,15 +233,10 @@ impl<K: WatchKey, Op: DelayedOperation> Purgatory<K, Op> {
     /// If the timer or reaper thread cannot be spawned; use
     /// [`Purgatory::builder`] to get that as an error value.
     pub fn new(name: impl Into<String>) -> Self {
-        match Self::builder(name).build() {
+        match PurgatoryBuilder::new(name.into()).build() {
             Ok(p) => p,
             Err(e) => panic!("cannot start a purgatory: {e}"),
         }
-    }
-
-    /// A builder starting from the defaults of [`Purgatory::new`].
-    pub fn builder(name: impl Into<String>) -> PurgatoryBuilder {
-        PurgatoryBuilder::new(name.into())
     }
 
     /// Completes `op` now if it can, else watches it under every key and
