@@ -522,6 +522,13 @@ mod tests {
     }
 
     #[test]
+    fn our_timing_wheel_is_correct() {
+        let r = run_timer(&small()).unwrap();
+        assert_correct(&r);
+        assert_eq!(r.end_ms, 3_001);
+    }
+
+    #[test]
     fn binary_heap_peer_is_correct() {
         let r = run_binary_heap(&small());
         assert_correct(&r);

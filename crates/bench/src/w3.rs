@@ -438,6 +438,19 @@ mod tests {
     }
 
     #[test]
+    fn our_timer_is_correct() {
+        let p = W3Params {
+            n: 2_000,
+            producers: 2,
+            seed: 3,
+            max_delay_ms: 20,
+        };
+        let r = run_timer(&p);
+        assert_eq!(r.fired, 4_000);
+        assert_eq!((r.early, r.double, r.missing), (0, 0, 0));
+    }
+
+    #[test]
     fn mutex_binary_heap_peer_is_correct() {
         let p = W3Params {
             n: 2_000,
