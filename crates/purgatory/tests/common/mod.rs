@@ -3,6 +3,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use purgatory::{
@@ -31,7 +32,7 @@ pub struct MockOp {
     pub overlap: AtomicBool,
     /// A callback ran without the operation lock (checked when `lock` is set).
     pub unlocked_call: AtomicBool,
-    busy: AtomicBool,
+    pub busy: AtomicBool,
     /// The shared lock the operation was created with, to check it is held.
     pub lock: Option<OperationLock>,
     /// Yield this many times inside `try_complete`, to widen race windows.
@@ -39,6 +40,20 @@ pub struct MockOp {
     pub panic_in_try: AtomicBool,
     pub panic_in_complete: bool,
     pub panic_in_expiration: bool,
+    /// Counts the operation being dropped (freed).
+    pub drops: DropCounter,
+}
+
+/// Counts its own drop into a shared counter.
+#[derive(Debug, Default)]
+pub struct DropCounter(pub Option<Arc<AtomicUsize>>);
+
+impl Drop for DropCounter {
+    fn drop(&mut self) {
+        if let Some(d) = &self.0 {
+            d.fetch_add(1, Ordering::Relaxed);
+        }
+    }
 }
 
 impl MockOp {

@@ -1,0 +1,656 @@
+//! The purgatory's promises beyond Kafka's own tests: exactly-once under
+//! races, callbacks never overlapping, misuse as error values, eager removal
+//! (the million-operation residue test), panics at the boundary, reentrant
+//! callbacks, the shutdown policies.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use common::*;
+use purgatory::{
+    new_operation_lock, DelayedOperation, ManualClock, Operation, Purgatory, PurgatoryError,
+    ShutdownPolicy,
+};
+
+// ---------------------------------------------------------------- misuse
+
+#[test]
+fn empty_key_list_is_an_error_and_nothing_is_tried() {
+    let (p, _clock) = manual();
+    let r = op(100);
+    assert_eq!(
+        p.try_complete_else_watch(r.clone(), Vec::<Key>::new()),
+        Err(PurgatoryError::NoKeys)
+    );
+    assert_eq!(r.tries.load(Ordering::Relaxed), 0);
+    assert!(!r.is_watched());
+    assert_eq!((p.watched(), p.delayed()), (0, 0));
+}
+
+#[test]
+fn watching_twice_or_after_completion_is_an_error() {
+    let (p, _clock) = manual();
+    let r = op(100);
+    assert_eq!(p.try_complete_else_watch(r.clone(), [key("a")]), Ok(false));
+    assert_eq!(
+        p.try_complete_else_watch(r.clone(), [key("b")]),
+        Err(PurgatoryError::AlreadyWatched)
+    );
+    let (other, _clock2) = manual();
+    assert_eq!(
+        other.try_complete_else_watch(r.clone(), [key("b")]),
+        Err(PurgatoryError::AlreadyWatched),
+        "not in another purgatory either"
+    );
+    assert!(r.force_complete());
+    assert_eq!(
+        p.try_complete_else_watch(r.clone(), [key("a")]),
+        Err(PurgatoryError::AlreadyCompleted)
+    );
+    assert_eq!((p.watched(), p.delayed()), (0, 0));
+    assert_eq!(r.completions(), 1);
+}
+
+#[test]
+fn bad_configuration_is_an_error_value() {
+    let zero_tick = Purgatory::builder("x")
+        .tick(Duration::ZERO)
+        .reaper(false)
+        .build::<Key, MockOp>();
+    assert!(matches!(zero_tick, Err(PurgatoryError::Config(_))));
+    let zero_wheel = Purgatory::builder("x")
+        .wheel_size(0)
+        .reaper(false)
+        .build::<Key, MockOp>();
+    assert!(matches!(zero_wheel, Err(PurgatoryError::Config(_))));
+    let zero_poll = Purgatory::builder("x")
+        .reaper_poll_interval(Duration::ZERO)
+        .build::<Key, MockOp>();
+    assert_eq!(
+        zero_poll.unwrap_err(),
+        PurgatoryError::ZeroReaperPollInterval
+    );
+    // Display and source.
+    let e = zero_tick.unwrap_err();
+    assert!(e.to_string().contains("tick"), "{e}");
+    assert!(std::error::Error::source(&e).is_some());
+}
+
+// ------------------------------------------------------ basic semantics
+
+#[test]
+fn duplicate_keys_watch_twice_and_leave_both_entries() {
+    let (p, _clock) = manual();
+    let r = op(100);
+    p.try_complete_else_watch(r.clone(), [key("a"), key("a"), key("b")])
+        .unwrap();
+    assert_eq!(p.watched(), 3);
+    assert_eq!(p.watched_on(&key("a")), 2);
+    r.set_completable();
+    assert_eq!(p.check_and_complete(&key("b")), 1);
+    assert_eq!((p.watched(), p.watched_keys()), (0, 0));
+    assert_eq!(r.completions(), 1);
+}
+
+#[test]
+fn zero_timeout_expires_at_once_on_the_executor() {
+    let (p, _clock) = manual();
+    let r = op(0);
+    assert_eq!(p.try_complete_else_watch(r.clone(), [key("a")]), Ok(false));
+    p.advance_clock(Duration::ZERO); // waits for the executor
+    assert!(r.is_expired());
+    assert_eq!((r.completions(), r.expirations()), (1, 1));
+    assert_eq!((p.watched(), p.delayed(), p.watched_keys()), (0, 0, 0));
+    r.assert_sound();
+}
+
+#[test]
+fn huge_timeout_does_not_overflow() {
+    let (p, clock) = manual();
+    let r = op_with(|o| o.timeout = Duration::MAX);
+    assert_eq!(p.try_complete_else_watch(r.clone(), [key("a")]), Ok(false));
+    advance(&p, &clock, 1_000_000_000);
+    assert!(!r.is_completed());
+    assert!(r.force_complete());
+    assert_eq!((p.watched(), p.delayed()), (0, 0));
+}
+
+#[test]
+fn force_complete_disarms_and_unwatches_and_never_expires() {
+    let (p, clock) = manual();
+    let r = op(50);
+    p.try_complete_else_watch(r.clone(), [key("a"), key("b")])
+        .unwrap();
+    assert!(r.force_complete());
+    assert!(!r.force_complete());
+    assert_eq!((p.watched(), p.delayed(), p.watched_keys()), (0, 0, 0));
+    advance(&p, &clock, 100);
+    assert!(!r.is_expired());
+    assert_eq!((r.completions(), r.expirations()), (1, 0));
+    // An operation never watched can be force-completed too.
+    let lone = op(50);
+    assert!(lone.force_complete());
+    assert_eq!(lone.completions(), 1);
+}
+
+#[test]
+fn check_and_complete_counts_only_its_own_completions() {
+    let (p, _clock) = manual();
+    let ops: Vec<_> = (0..10).map(|_| op(1000)).collect();
+    for o in &ops {
+        p.try_complete_else_watch(o.clone(), [key("k")]).unwrap();
+    }
+    for o in ops.iter().step_by(2) {
+        o.set_completable();
+    }
+    assert!(ops[0].force_complete(), "completed elsewhere: not counted");
+    assert_eq!(p.check_and_complete(&key("k")), 4);
+    assert_eq!(p.watched_on(&key("k")), 5);
+    assert_eq!(p.check_and_complete(&key("unknown")), 0);
+}
+
+/// Many operations on one key, more than one snapshot chunk: all are tried,
+/// and those completing leave while the scan goes on.
+#[test]
+fn check_and_complete_scans_long_lists_in_chunks() {
+    let (p, _clock) = manual();
+    let ops: Vec<_> = (0..2000).map(|_| op(1000)).collect();
+    for o in &ops {
+        p.try_complete_else_watch(o.clone(), [key("hot"), key("other")])
+            .unwrap();
+    }
+    for o in ops.iter().filter(|_| true).skip(1).step_by(3) {
+        o.set_completable();
+    }
+    let expected = ops
+        .iter()
+        .filter(|o| o.completable.load(Ordering::Relaxed))
+        .count();
+    assert_eq!(p.check_and_complete(&key("hot")), expected);
+    assert_eq!(p.watched(), 2 * (2000 - expected));
+    for o in &ops {
+        assert_eq!(
+            o.tries.load(Ordering::Relaxed),
+            3,
+            "two tries to watch, one check"
+        );
+    }
+}
+
+#[test]
+fn shared_lock_is_held_in_every_callback() {
+    let (p, clock) = manual();
+    let lock = new_operation_lock();
+    let mk = |t| {
+        Operation::with_lock(
+            MockOp {
+                timeout: Duration::from_millis(t),
+                lock: Some(lock.clone()),
+                ..MockOp::default()
+            },
+            lock.clone(),
+        )
+    };
+    let (a, b, c) = (mk(10), mk(1000), mk(1000));
+    for o in [&a, &b, &c] {
+        p.try_complete_else_watch(o.clone(), [key("group")])
+            .unwrap();
+    }
+    // Code holding the group lock may check (the lock is reentrant).
+    {
+        let _g = lock.lock();
+        b.set_completable();
+        assert_eq!(p.check_and_complete(&key("group")), 1);
+    }
+    assert!(c.force_complete());
+    advance(&p, &clock, 10);
+    assert!(a.is_expired());
+    for o in [&a, &b, &c] {
+        o.assert_sound();
+        assert_eq!(o.completions(), 1);
+    }
+    assert!(a.is_locked_by_current_thread() == lock.is_owned_by_current_thread());
+}
+
+// ------------------------------------------------ residue: the OOM class
+
+/// Kafka keeps completed operations in the lists of keys never checked
+/// again until a purge (its OOM bugs, reference 6.1). A million operations
+/// watched on two keys and completed through one key leave nothing behind:
+/// `watched()` is 0 after every round, no list is left for the cold keys,
+/// and every operation has been freed.
+#[test]
+fn a_million_operations_completed_through_one_key_leave_no_residue() {
+    const ROUNDS: usize = 100;
+    const PER_ROUND: usize = 10_000;
+    let start = Instant::now();
+    let (p, _clock) = manual();
+    let hot = key("hot");
+    let drops = Arc::new(AtomicUsize::new(0));
+    let mut peak_watched = 0;
+    for round in 0..ROUNDS {
+        let cold = format!("never-checked-{round}");
+        for _ in 0..PER_ROUND {
+            let o = op_with(|o| {
+                o.timeout = Duration::from_secs(30);
+                o.drops = DropCounter(Some(drops.clone()));
+            });
+            p.try_complete_else_watch(o.clone(), [hot.clone(), cold.clone()])
+                .unwrap();
+            o.set_completable();
+        }
+        peak_watched = peak_watched.max(p.watched());
+        assert_eq!(p.check_and_complete(&hot), PER_ROUND);
+        assert_eq!(p.watched(), 0, "residue after round {round}");
+        assert_eq!(p.delayed(), 0);
+    }
+    assert_eq!(peak_watched, 2 * PER_ROUND);
+    assert_eq!(
+        p.watched_keys(),
+        0,
+        "no empty list is kept for the cold keys"
+    );
+    assert_eq!(
+        drops.load(Ordering::Relaxed),
+        ROUNDS * PER_ROUND,
+        "completed operations are freed, not just uncounted"
+    );
+    eprintln!(
+        "1,000,000 operations watched and completed in {:?}",
+        start.elapsed()
+    );
+}
+
+// ------------------------------------------------------------- panics
+
+#[test]
+fn panicking_try_complete_counts_as_not_complete() {
+    init_log();
+    let (p, _clock) = manual();
+    let bad = op(1000);
+    let good = op(1000);
+    bad.panic_in_try.store(true, Ordering::Relaxed);
+    assert_eq!(
+        p.try_complete_else_watch(bad.clone(), [key("k")]),
+        Ok(false)
+    );
+    p.try_complete_else_watch(good.clone(), [key("k")]).unwrap();
+    good.set_completable();
+    bad.set_completable();
+    assert_eq!(p.check_and_complete(&key("k")), 1, "the good one completes");
+    assert!(!bad.is_completed() && bad.is_watched());
+    bad.panic_in_try.store(false, Ordering::Relaxed);
+    assert_eq!(p.check_and_complete(&key("k")), 1, "and the bad one later");
+    assert_eq!((p.watched(), p.delayed()), (0, 0));
+}
+
+#[test]
+fn panicking_on_complete_still_completes_and_unwatches() {
+    init_log();
+    let (p, _clock) = manual();
+    let bad = op_with(|o| {
+        o.timeout = Duration::from_millis(1000);
+        o.panic_in_complete = true;
+    });
+    let good = op(1000);
+    p.try_complete_else_watch(bad.clone(), [key("k"), key("j")])
+        .unwrap();
+    p.try_complete_else_watch(good.clone(), [key("k")]).unwrap();
+    bad.set_completable();
+    good.set_completable();
+    assert_eq!(p.check_and_complete(&key("k")), 2);
+    assert!(bad.is_completed() && good.is_completed());
+    assert_eq!((p.watched(), p.delayed(), p.watched_keys()), (0, 0, 0));
+    // The locks are not poisoned: the operation can still be locked.
+    drop(bad.lock());
+    assert!(!bad.force_complete());
+}
+
+/// A panicking expiration neither stops the real reaper nor loses the
+/// other operations (the second test that really waits).
+#[test]
+fn panicking_expiration_does_not_kill_the_reaper() {
+    init_log();
+    let p: Purgatory<Key, MockOp> = Purgatory::builder("panics")
+        .reaper_poll_interval(Duration::from_millis(5))
+        .build()
+        .unwrap();
+    let bad = op_with(|o| {
+        o.timeout = Duration::from_millis(1);
+        o.panic_in_complete = true;
+        o.panic_in_expiration = true;
+    });
+    let good: Vec<_> = (0..10).map(|i| op(5 + i)).collect();
+    p.try_complete_else_watch(bad.clone(), [key("k")]).unwrap();
+    for o in &good {
+        p.try_complete_else_watch(o.clone(), [key("k")]).unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while good.iter().any(|o| !o.is_completed()) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert!(bad.is_expired());
+    assert_eq!(
+        bad.expirations(),
+        1,
+        "on_expiration ran though on_complete panicked"
+    );
+    for o in &good {
+        assert!(o.is_expired(), "the reaper survived the panic");
+    }
+    assert_eq!((p.watched(), p.delayed()), (0, 0));
+}
+
+// ---------------------------------------------------------- reentrancy
+
+/// Callbacks may call back into the purgatory: `on_complete` watches a
+/// follow-up operation and checks another key (like a heartbeat scheduling
+/// the next expectation), and `try_complete` may force-complete itself.
+#[test]
+fn callbacks_may_call_back_into_the_purgatory() {
+    struct Chain {
+        purgatory: Arc<Mutex<Option<Weak<Purgatory<Key, Chain>>>>>,
+        remaining: usize,
+        /// Force-completed from `try_complete` (taken, to break the cycle
+        /// when it is the operation itself).
+        force: Mutex<Option<Operation<Chain>>>,
+        log: Arc<AtomicUsize>,
+    }
+    impl DelayedOperation for Chain {
+        fn timeout(&self) -> Duration {
+            Duration::from_millis(10)
+        }
+        fn try_complete(&self) -> bool {
+            let force = self.force.lock().unwrap().take();
+            match force {
+                // Kafka's `return forceComplete()` idiom.
+                Some(op) => op.force_complete(),
+                None => true,
+            }
+        }
+        fn on_complete(&self) {
+            self.log.fetch_add(1, Ordering::SeqCst);
+            if self.remaining == 0 {
+                return;
+            }
+            let p = self
+                .purgatory
+                .lock()
+                .unwrap()
+                .as_ref()
+                .unwrap()
+                .upgrade()
+                .unwrap();
+            // Watch a follow-up that cannot complete yet, then check its key:
+            // both from inside a callback.
+            let next = Chain {
+                purgatory: self.purgatory.clone(),
+                remaining: self.remaining - 1,
+                force: Mutex::new(None),
+                log: self.log.clone(),
+            };
+            let key = format!("chain{}", self.remaining);
+            assert_eq!(p.try_complete_else_watch(next, [key.clone()]), Ok(true));
+            assert_eq!(p.check_and_complete(&key), 0);
+            assert_eq!(p.check_and_complete(&"other".to_owned()), 0);
+        }
+    }
+    let clock = ManualClock::new();
+    let p: Arc<Purgatory<Key, Chain>> = Arc::new(
+        Purgatory::builder("reentrant")
+            .clock(clock)
+            .reaper(false)
+            .build()
+            .unwrap(),
+    );
+    let slot = Arc::new(Mutex::new(Some(Arc::downgrade(&p))));
+    let log = Arc::new(AtomicUsize::new(0));
+    let first = Chain {
+        purgatory: slot.clone(),
+        remaining: 5,
+        force: Mutex::new(None),
+        log: log.clone(),
+    };
+    assert_eq!(p.try_complete_else_watch(first, [key("start")]), Ok(true));
+    assert_eq!(log.load(Ordering::SeqCst), 6, "the whole chain completed");
+
+    let leaf = || Chain {
+        purgatory: slot.clone(),
+        remaining: 0,
+        force: Mutex::new(None),
+        log: log.clone(),
+    };
+    // try_complete force-completing another operation: lock nesting across
+    // operations is fine.
+    let other = Operation::new(leaf());
+    let nesting = Operation::new(leaf());
+    *nesting.force.lock().unwrap() = Some(other.clone());
+    assert_eq!(
+        p.try_complete_else_watch(nesting.clone(), [key("s")]),
+        Ok(true)
+    );
+    assert!(other.is_completed() && nesting.is_completed());
+    assert_eq!(log.load(Ordering::SeqCst), 8);
+    // try_complete force-completing itself: completes once.
+    let selfish = Operation::new(leaf());
+    *selfish.force.lock().unwrap() = Some(selfish.clone());
+    assert_eq!(
+        p.try_complete_else_watch(selfish.clone(), [key("s")]),
+        Ok(true)
+    );
+    assert!(selfish.is_completed() && !selfish.is_expired());
+    assert_eq!(log.load(Ordering::SeqCst), 9, "on_complete ran once");
+    assert_eq!((p.watched(), p.delayed()), (0, 0));
+}
+
+// ------------------------------------------------------------ races
+
+/// One operation per round, raced by threads checking each of its keys,
+/// a force-complete, and an expiry: exactly one completion, callbacks never
+/// overlap, on_expiration only when expired.
+#[test]
+fn exactly_once_under_racing_checks_force_and_expiry() {
+    const ROUNDS: usize = 300;
+    let (p, clock) = manual();
+    let p = &p;
+    for round in 0..ROUNDS {
+        let o = locked_op(5);
+        let keys = [
+            format!("a{round}"),
+            format!("b{round}"),
+            format!("c{round}"),
+        ];
+        assert_eq!(
+            p.try_complete_else_watch(o.clone(), keys.clone()),
+            Ok(false)
+        );
+        o.set_completable();
+        let barrier = Barrier::new(5);
+        let counted = AtomicUsize::new(0);
+        let forced = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            for k in &keys {
+                let (barrier, counted) = (&barrier, &counted);
+                s.spawn(move || {
+                    barrier.wait();
+                    counted.fetch_add(p.check_and_complete(k), Ordering::Relaxed);
+                });
+            }
+            s.spawn(|| {
+                barrier.wait();
+                forced.store(o.force_complete(), Ordering::Relaxed);
+            });
+            barrier.wait();
+            clock.advance_ms(5);
+            p.advance_clock(Duration::ZERO);
+        });
+        assert_eq!(o.completions(), 1, "round {round}");
+        let by_check = counted.load(Ordering::Relaxed);
+        let by_force = usize::from(forced.load(Ordering::Relaxed));
+        let by_expiry = usize::from(o.is_expired());
+        assert_eq!(
+            by_check + by_force + by_expiry,
+            1,
+            "round {round}: one winner"
+        );
+        assert_eq!(o.expirations(), by_expiry);
+        o.assert_sound();
+    }
+    assert_eq!((p.watched(), p.delayed(), p.watched_keys()), (0, 0, 0));
+}
+
+/// `try_complete_else_watch` racing `check_and_complete` on the same key
+/// with the condition becoming true in between: never a lost wake-up.
+#[test]
+fn no_lost_wakeup_between_watch_and_check() {
+    const ROUNDS: usize = 500;
+    let (p, _clock) = manual();
+    for round in 0..ROUNDS {
+        let o = op_with(|o| {
+            o.timeout = Duration::from_secs(60);
+            o.spin = round % 3;
+        });
+        let k = format!("k{round}");
+        let barrier = Barrier::new(2);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                barrier.wait();
+                p.try_complete_else_watch(o.clone(), [k.clone()]).unwrap();
+            });
+            barrier.wait();
+            o.set_completable();
+            p.check_and_complete(&k);
+        });
+        // Either the watcher's second try or the check saw the condition.
+        assert!(o.is_completed(), "round {round}: wake-up lost");
+        o.assert_sound();
+    }
+    assert_eq!((p.watched(), p.delayed()), (0, 0));
+}
+
+// ------------------------------------------------------------ shutdown
+
+#[test]
+fn shutdown_drop_policy_returns_pending_without_callbacks() {
+    let (p, _clock) = manual();
+    let pending: Vec<_> = (0..5).map(|_| op(1000)).collect();
+    for (i, o) in pending.iter().enumerate() {
+        p.try_complete_else_watch(o.clone(), [key("a"), format!("k{i}")])
+            .unwrap();
+    }
+    let done = op(1000);
+    p.try_complete_else_watch(done.clone(), [key("a")]).unwrap();
+    assert!(done.force_complete());
+    assert_eq!(p.shutdown_policy(), ShutdownPolicy::Drop);
+    let returned = p.shutdown();
+    assert_eq!(returned.len(), 5, "each pending operation once");
+    for o in &pending {
+        assert!(returned.iter().any(|r| Operation::ptr_eq(r, o)));
+        assert!(!o.is_completed() && !o.is_watched());
+        assert_eq!(o.completions(), 0);
+    }
+    assert_eq!((p.watched(), p.delayed(), p.watched_keys()), (0, 0, 0));
+    assert!(p.is_shut_down());
+    assert!(p.shutdown().is_empty(), "idempotent");
+    let late = op(10);
+    assert_eq!(
+        p.try_complete_else_watch(late.clone(), [key("a")]),
+        Err(PurgatoryError::Shutdown)
+    );
+    assert_eq!(late.tries.load(Ordering::Relaxed), 0);
+    assert_eq!(p.check_and_complete(&key("a")), 0);
+    // A dropped operation can still be force-completed by its owner.
+    assert!(pending[0].force_complete());
+}
+
+#[test]
+fn shutdown_expire_policy_expires_pending() {
+    let clock = ManualClock::new();
+    let p: Purgatory<Key, MockOp> = Purgatory::builder("expire")
+        .clock(clock)
+        .reaper(false)
+        .shutdown_policy(ShutdownPolicy::Expire)
+        .build()
+        .unwrap();
+    let pending: Vec<_> = (0..5).map(|_| locked_op(1000)).collect();
+    for o in &pending {
+        p.try_complete_else_watch(o.clone(), [key("a"), key("b")])
+            .unwrap();
+    }
+    let returned = p.shutdown();
+    assert_eq!(returned.len(), 5);
+    for o in &pending {
+        assert!(o.is_completed() && o.is_expired());
+        assert_eq!((o.completions(), o.expirations()), (1, 1));
+        o.assert_sound();
+    }
+    assert_eq!((p.watched(), p.delayed()), (0, 0));
+}
+
+/// Dropping a purgatory with pending operations and a running reaper
+/// neither hangs nor runs callbacks (Drop policy), and frees the operations.
+#[test]
+fn drop_with_pending_operations_does_not_hang() {
+    let p: Purgatory<Key, MockOp> = Purgatory::new("dropped");
+    let pending: Vec<_> = (0..100).map(|i| op(60_000 + i)).collect();
+    for (i, o) in pending.iter().enumerate() {
+        p.try_complete_else_watch(o.clone(), [format!("k{}", i % 7)])
+            .unwrap();
+    }
+    let t = Instant::now();
+    drop(p);
+    assert!(
+        t.elapsed() < Duration::from_secs(1),
+        "took {:?}",
+        t.elapsed()
+    );
+    for o in &pending {
+        assert_eq!(o.completions(), 0);
+        assert!(!o.is_watched());
+    }
+}
+
+/// Watchers racing a shutdown: every call either watched the operation
+/// (then shutdown handled it) or failed with `Shutdown`; nothing is left
+/// watched, nothing completes twice, nothing hangs.
+#[test]
+fn shutdown_racing_watchers() {
+    for round in 0..20 {
+        let clock = ManualClock::new();
+        let p: Purgatory<Key, MockOp> = Purgatory::builder("race")
+            .clock(clock)
+            .reaper(false)
+            .shutdown_policy(if round % 2 == 0 {
+                ShutdownPolicy::Drop
+            } else {
+                ShutdownPolicy::Expire
+            })
+            .build()
+            .unwrap();
+        let ops: Vec<_> = (0..400).map(|_| op(1000)).collect();
+        let start = Barrier::new(3);
+        let returned = std::thread::scope(|s| {
+            for half in ops.chunks(200) {
+                let (p, start) = (&p, &start);
+                s.spawn(move || {
+                    start.wait();
+                    for (i, o) in half.iter().enumerate() {
+                        let r = p.try_complete_else_watch(o.clone(), [format!("k{}", i % 5)]);
+                        assert!(matches!(r, Ok(false) | Err(PurgatoryError::Shutdown)));
+                    }
+                });
+            }
+            start.wait();
+            p.shutdown()
+        });
+        for o in &ops {
+            assert!(!o.is_watched(), "round {round}: left watched");
+            assert!(o.completions() <= 1);
+        }
+        assert!(returned.len() <= ops.len());
+        assert_eq!((p.watched(), p.delayed(), p.watched_keys()), (0, 0, 0));
+    }
+}
