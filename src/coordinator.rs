@@ -110,7 +110,7 @@ impl GroupCoordinator {
     /// A coordinator in virtual time: a purgatory on `clock` with no reaper,
     /// driven by [`GroupCoordinator::advance_clock`].
     pub fn with_manual_clock(clock: &ManualClock) -> Result<Self, PurgatoryError> {
-        let purgatory = HeartbeatPurgatory::builder(Self::PURGATORY_NAME)
+        let purgatory = Purgatory::builder(Self::PURGATORY_NAME)
             .clock(clock.clone())
             .reaper(false)
             .build()?;
@@ -119,7 +119,7 @@ impl GroupCoordinator {
 
     /// A coordinator in real time: system clock, reaper running.
     pub fn with_system_clock() -> Result<Self, PurgatoryError> {
-        let purgatory = HeartbeatPurgatory::builder(Self::PURGATORY_NAME).build()?;
+        let purgatory = Purgatory::builder(Self::PURGATORY_NAME).build()?;
         Ok(Self::new(purgatory))
     }
 

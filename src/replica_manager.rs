@@ -78,11 +78,11 @@ impl ReplicaManager {
     /// Both purgatories on `clock`, with no reaper: drive them with
     /// [`ReplicaManager::advance_clock`].
     pub fn with_manual_clock(clock: &ManualClock) -> Result<Self, PurgatoryError> {
-        let produce = ProducePurgatory::builder(Self::PRODUCE_PURGATORY)
+        let produce = Purgatory::builder(Self::PRODUCE_PURGATORY)
             .clock(clock.clone())
             .reaper(false)
             .build()?;
-        let fetch = FetchPurgatory::builder(Self::FETCH_PURGATORY)
+        let fetch = Purgatory::builder(Self::FETCH_PURGATORY)
             .clock(clock.clone())
             .reaper(false)
             .build()?;

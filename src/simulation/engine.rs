@@ -29,7 +29,7 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use timer::ManualClock;
 
-use super::config::{ConfigError, SimConfig};
+use super::config::{ConfigError, SimConfig, DETECTION_MARGIN_MS};
 use super::summary::{percentile, Progress, Summary};
 use crate::coordinator::{Eviction, GroupCoordinator};
 use crate::error::ErrorCode;
@@ -378,9 +378,9 @@ impl<'a> Engine<'a> {
 
 /// Picks exactly `planned_crashes` crashing and `planned_stalls` stalling
 /// consumers, and when each failure starts (within the injection window) and,
-/// for a stall, when it ends: between half an interval and a whole interval
-/// after the session timeout has passed, so every stall is long enough to be
-/// detected and the member rejoins afterwards.
+/// for a stall, when it ends: a quarter to half a heartbeat interval (but at
+/// least [`DETECTION_MARGIN_MS`]) after a session timeout has passed, so every
+/// stall is long enough to be detected, and the member rejoins afterwards.
 fn plan_fates(config: &SimConfig, rng: &mut StdRng) -> Vec<Fate> {
     let mut order: Vec<usize> = (0..config.consumers).collect();
     order.shuffle(rng);
@@ -394,10 +394,12 @@ fn plan_fates(config: &SimConfig, rng: &mut StdRng) -> Vec<Fate> {
         fates[index] = if rank < crashes {
             Fate::Crash { at }
         } else {
-            let pause = config.session_timeout_ms + rng.gen_range(interval / 2..=interval);
+            let extra = rng
+                .gen_range(interval / 4..=interval / 2)
+                .max(DETECTION_MARGIN_MS);
             Fate::Stall {
                 at,
-                until: at + pause.max(config.session_timeout_ms + 1),
+                until: at + config.session_timeout_ms + extra,
             }
         };
     }

@@ -14,7 +14,8 @@
 //! - `round(consumers * crash_rate)` consumers **crash**: from a random moment
 //!   on they send nothing, for good. `round(consumers * stall_rate)` others
 //!   **stall**: from a random moment they send nothing for the session timeout
-//!   plus ½ to 1 heartbeat interval, then resume; their next heartbeat is
+//!   plus ¼ to ½ heartbeat interval (at least [`DETECTION_MARGIN_MS`]), then
+//!   resume; their next heartbeat is
 //!   refused with `UNKNOWN_MEMBER_ID` and they rejoin under a new member id.
 //!   Failures start within [`SimConfig::injection_window_ms`]: after the first
 //!   interval and no later than one session timeout (plus
