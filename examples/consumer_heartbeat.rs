@@ -25,6 +25,7 @@ use clap::Parser;
 #[derive(Debug, Parser)]
 #[command(
     name = "consumer_heartbeat",
+    allow_negative_numbers = true,
     after_help = "Logging: RUST_LOG (default `warn`); RUST_LOG=info logs each eviction."
 )]
 struct Args {
