@@ -10,9 +10,9 @@
 //!   next one, due a session timeout later;
 //! - `leave_group` removes the member and completes its expectation;
 //! - a failed member is detected **only** when the purgatory expires its
-//!   expectation ([`CoordinatorInner::on_expire_heartbeat`]): the member is
-//!   removed, the generation bumped, the event logged at info and recorded as
-//!   an [`Eviction`].
+//!   expectation (Kafka's `onExpireHeartbeat`): the member is removed, the
+//!   generation bumped, the event logged at info and recorded as an
+//!   [`Eviction`].
 //!
 //! Invariants: every member present in a group has exactly one pending
 //! heartbeat expectation (so `watched() == delayed() == alive_members()`

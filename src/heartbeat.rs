@@ -2,10 +2,10 @@
 //!
 //! Kafka's session timer. Every heartbeat (and every join) of a member
 //! completes the member's pending expectation and watches a new one under the
-//! member's [`MemberKey`], due one session timeout later. If the next heartbeat
-//! comes in time, it completes that expectation through `check_and_complete`;
-//! if not, the purgatory expires it and the coordinator removes the member from
-//! its group (a rebalance), logging at info
+//! member's [`MemberKey`](crate::MemberKey), due one session timeout later.
+//! If the next heartbeat comes in time, it completes that expectation through
+//! `check_and_complete`; if not, the purgatory expires it and the coordinator
+//! removes the member from its group (a rebalance), logging at info
 //! `Member <member> in group <group> has failed, removing it from the group`.
 //!
 //! Invariants:

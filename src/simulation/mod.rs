@@ -15,8 +15,8 @@
 //!   on they send nothing, for good. `round(consumers * stall_rate)` others
 //!   **stall**: from a random moment they send nothing for the session timeout
 //!   plus ¼ to ½ heartbeat interval (at least [`DETECTION_MARGIN_MS`]), then
-//!   resume; their next heartbeat is
-//!   refused with `UNKNOWN_MEMBER_ID` and they rejoin under a new member id.
+//!   resume; their next heartbeat is refused with `UNKNOWN_MEMBER_ID` and they
+//!   rejoin under a new member id.
 //!   Failures start within [`SimConfig::injection_window_ms`]: after the first
 //!   interval and no later than one session timeout (plus
 //!   [`DETECTION_MARGIN_MS`]) before the end, so each is detected in the run.
