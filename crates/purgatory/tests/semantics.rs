@@ -351,8 +351,10 @@ fn panicking_expiration_does_not_kill_the_reaper() {
 /// the next expectation), and `try_complete` may force-complete itself.
 #[test]
 fn callbacks_may_call_back_into_the_purgatory() {
+    /// Where a callback finds the purgatory it runs in.
+    type PurgatorySlot = Arc<Mutex<Option<Weak<Purgatory<Key, Chain>>>>>;
     struct Chain {
-        purgatory: Arc<Mutex<Option<Weak<Purgatory<Key, Chain>>>>>,
+        purgatory: PurgatorySlot,
         remaining: usize,
         /// Force-completed from `try_complete` (taken, to break the cycle
         /// when it is the operation itself).
