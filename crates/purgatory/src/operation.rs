@@ -115,7 +115,7 @@ pub(crate) struct Links<Op: DelayedOperation> {
     /// The armed timer entry, once stored.
     pub(crate) timer: Option<TimerHandle>,
     /// The operation's slot in each watch list it joined.
-    pub(crate) members: Members<Op>,
+    pub(crate) members: Members,
 }
 
 impl<Op: DelayedOperation> Links<Op> {
@@ -187,6 +187,14 @@ impl<Op: DelayedOperation> Shared<Op> {
         }
     }
 
+    /// Changes the state flags. Every caller holds the operation lock, so a
+    /// load and a store suffice (no locked read-modify-write).
+    fn set_state(&self, f: impl FnOnce(u8) -> u8) {
+        debug_assert!(self.raw_lock().is_owned_by_current_thread());
+        let s = self.state.load(Ordering::Relaxed);
+        self.state.store(f(s), Ordering::Release);
+    }
+
     pub(crate) fn is_completed(&self) -> bool {
         self.state.load(Ordering::Acquire) & COMPLETED != 0
     }
@@ -224,7 +232,7 @@ impl<Op: DelayedOperation> Shared<Op> {
     /// Claims the operation for `home` with its watch-list memberships. Lock
     /// held; the operation must be neither watched nor completed. Returns the
     /// claim's epoch.
-    pub(crate) fn claim(&self, home: Arc<Home<Op>>, members: Members<Op>) -> u32 {
+    pub(crate) fn claim(&self, home: Arc<Home<Op>>, members: Members) -> u32 {
         let mut links = self.links.lock();
         debug_assert!(links.home.is_none() && links.members.is_empty());
         links.home = Some(home);
@@ -232,7 +240,7 @@ impl<Op: DelayedOperation> Shared<Op> {
         links.members = members;
         let epoch = links.epoch;
         drop(links);
-        self.state.fetch_or(WATCHED, Ordering::AcqRel);
+        self.set_state(|s| s | WATCHED);
         epoch
     }
 
@@ -241,7 +249,7 @@ impl<Op: DelayedOperation> Shared<Op> {
     /// purgatory's watched counter drops. Lock held. Returns the purgatory it
     /// was watched in, if any. Calls no user code.
     pub(crate) fn release(&self, cancel_timer: bool) -> Option<Arc<Home<Op>>> {
-        self.state.fetch_and(!WATCHED, Ordering::AcqRel);
+        self.set_state(|s| s & !WATCHED);
         let (home, timer, members) = {
             let mut links = self.links.lock();
             (
@@ -257,10 +265,8 @@ impl<Op: DelayedOperation> Shared<Op> {
                 }
             }
             let n = members.len();
-            for m in members {
-                m.unwatch(self);
-            }
             if n > 0 {
+                home.index.unwatch_all(&members, self);
                 home.sub_watched(n);
             }
         } else {
@@ -284,7 +290,7 @@ impl<Op: DelayedOperation> Shared<Op> {
         } else {
             COMPLETED
         };
-        self.state.fetch_or(flags, Ordering::AcqRel);
+        self.set_state(|s| s | flags);
         // An expiring operation's timer entry is the one firing: nothing to
         // cancel.
         let home = self.release(!expired);

@@ -169,9 +169,10 @@ impl PurgatoryBuilder {
             None
         };
         let shards = self.shards.max(2).next_power_of_two();
+        let index = WatchIndex::<K, Op>::new(shards);
         Ok(Purgatory {
-            home: Arc::new(Home::new(self.name, timer)),
-            index: WatchIndex::new(shards),
+            home: Arc::new(Home::new(self.name, timer, index.clone())),
+            index,
             reaper: Mutex::new(reaper),
             policy: self.shutdown_policy,
         })
@@ -380,19 +381,19 @@ impl<K: WatchKey, Op: DelayedOperation> Purgatory<K, Op> {
     /// lists at once, and a key whose list becomes empty is removed. Call it
     /// without holding locks that `try_complete` implementations take.
     pub fn check_and_complete(&self, key: &K) -> usize {
-        let Some(list) = self.index.get(key) else {
-            return 0;
-        };
         let name = self.home.name.as_str();
         let mut batch = Vec::new();
-        let mut next = Some(0);
+        let mut cursor = None;
         let mut completed = 0;
-        while let Some(from) = next {
-            next = list.snapshot_from(from, CHECK_CHUNK, &mut batch);
+        loop {
+            cursor = self.index.scan(key, cursor, CHECK_CHUNK, &mut batch);
             for op in batch.drain(..) {
                 if op.check(name) {
                     completed += 1;
                 }
+            }
+            if cursor.is_none() {
+                break;
             }
         }
         if completed > 0 {
@@ -445,7 +446,7 @@ impl<K: WatchKey, Op: DelayedOperation> Purgatory<K, Op> {
     /// Number of watch-list entries under `key` (0 for an unknown key).
     /// Takes that key's list lock briefly.
     pub fn watched_on(&self, key: &K) -> usize {
-        self.index.get(key).map_or(0, |list| list.len())
+        self.index.len_of(key)
     }
 
     /// Number of keys with at least one watched operation.

@@ -1,63 +1,57 @@
 //! Watch lists: for each key, the operations waiting on it.
 //!
-//! A [`WatchIndex`] maps keys to [`WatchList`]s in a sharded map
-//! ([`dashmap`]), so that unrelated keys never contend. Each list is a slab:
-//! a vector of slots with a free list, guarded by its own short-held mutex.
-//! An operation remembers, for each key it watches, the list and the slot it
-//! occupies (a [`Membership`]), so leaving a list is O(1): no scan, no purge.
+//! A [`WatchIndex`] is split into shards (a power of two, 512 by default),
+//! each behind its own short-held mutex, so that unrelated keys never
+//! contend. A shard owns a hash table from keys to list ids (the key is
+//! hashed once per call, and the hash picks both the shard and the bucket)
+//! and a slab of lists. Each list is itself a slab: a vector of slots with a
+//! free list. An operation remembers, for each key it watches, its
+//! [`Membership`] — shard, list id and slot, three integers — so leaving a
+//! list is O(1): one lock, no lookup, no scan, no purge, no reference count.
 //!
 //! # Invariants
 //!
-//! * Lock order: shard lock, then list lock. The operation lock, when held,
-//!   is taken before both. No user code runs with a shard or list lock held.
+//! * Lock order: the operation lock (when held) before a shard lock. No user
+//!   code runs with a shard lock held; only one shard lock is held at a time.
 //! * A slot is freed only by the thread that *releases* the operation that
 //!   occupies it (under the operation's lock), so slot indices are stable for
-//!   an operation's whole stay and need no generation.
-//! * A list in the map is never empty: it is created with its first entry,
-//!   under the shard lock, and the thread that frees its last slot removes it
-//!   from the map (under the shard lock, re-checking that it is still empty
-//!   and still the key's list). A list removed from the map is *detached*:
-//!   nothing is added to it again.
-//! * [`WatchList::snapshot_from`] copies (clones the `Arc`s of) a chunk of
-//!   pending operations under the list lock and returns; callers run
-//!   callbacks on the copy, without the lock. An operation present when a
-//!   scan starts keeps its slot until it leaves, so a chunked scan visits it.
+//!   an operation's whole stay.
+//! * A list id stays allocated while any operation occupies the list, so a
+//!   membership never points at a recycled list. A list in the key table is
+//!   never empty: it is created with its first entry and removed (and its id
+//!   freed) by the thread that frees its last slot, under the shard lock.
+//!   [`WatchIndex::remove`] and [`WatchIndex::drain`] take lists out of the
+//!   key table while operations still occupy them (*detached* lists); such a
+//!   list is freed when its last operation is released.
+//! * Each list id has a generation, bumped when the id is reused, so that a
+//!   chunked scan ([`WatchIndex::scan`]) notices that its list is gone.
+//! * `keys` counts the lists in the key tables.
 
 use std::collections::hash_map::RandomState;
-use std::hash::Hash;
-use std::sync::{Arc, Weak};
+use std::hash::{BuildHasher, Hash};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
-use dashmap::mapref::entry::Entry;
-use dashmap::DashMap;
+use crossbeam_utils::CachePadded;
+use hashbrown::hash_table::HashTable;
 use parking_lot::Mutex;
 
 use crate::operation::{DelayedOperation, Shared};
 
-/// What a key must be: compared, hashed, cloned once per list, shared
-/// between threads and printable in logs. Implemented for every such type.
+/// What a key must be: compared, hashed, shared between threads and
+/// printable in logs. Implemented for every such type. (`Clone` is not used
+/// by the purgatory itself; it is required so that callers can pass one key
+/// to several calls.)
 pub trait WatchKey: Eq + Hash + Clone + Send + Sync + std::fmt::Debug + 'static {}
 
 impl<T: Eq + Hash + Clone + Send + Sync + std::fmt::Debug + 'static> WatchKey for T {}
 
-/// A watch list with its key type erased, as seen from an operation (whose
-/// type does not name the key type).
-pub(crate) trait ErasedList<Op: DelayedOperation>: Send + Sync {
-    /// Frees `slot`, which `op` occupies; removes the key from the index if
-    /// the list became empty.
-    fn unwatch(&self, slot: u32, op: &Shared<Op>);
-}
-
 /// One operation's place in one watch list.
-pub(crate) struct Membership<Op: DelayedOperation> {
-    list: Arc<dyn ErasedList<Op>>,
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Membership {
+    shard: u32,
+    list: u32,
     slot: u32,
-}
-
-impl<Op: DelayedOperation> Membership<Op> {
-    /// Leaves the list.
-    pub(crate) fn unwatch(self, op: &Shared<Op>) {
-        self.list.unwatch(self.slot, op);
-    }
 }
 
 /// How many memberships an operation keeps without allocating.
@@ -66,30 +60,21 @@ const INLINE_MEMBERS: usize = 4;
 /// An operation's memberships: inline for the first few keys (so the common
 /// case costs no allocation beyond the operation itself), spilling to a
 /// vector for more.
-pub(crate) struct Members<Op: DelayedOperation> {
-    inline: [Option<Membership<Op>>; INLINE_MEMBERS],
+#[derive(Debug, Default)]
+pub(crate) struct Members {
+    inline: [Membership; INLINE_MEMBERS],
     len: usize,
-    spill: Vec<Membership<Op>>,
+    spill: Vec<Membership>,
 }
 
-impl<Op: DelayedOperation> Default for Members<Op> {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl<Op: DelayedOperation> Members<Op> {
+impl Members {
     pub(crate) fn new() -> Self {
-        Members {
-            inline: [None, None, None, None],
-            len: 0,
-            spill: Vec::new(),
-        }
+        Self::default()
     }
 
-    pub(crate) fn push(&mut self, m: Membership<Op>) {
+    pub(crate) fn push(&mut self, m: Membership) {
         if self.len < INLINE_MEMBERS {
-            self.inline[self.len] = Some(m);
+            self.inline[self.len] = m;
         } else {
             self.spill.push(m);
         }
@@ -103,17 +88,20 @@ impl<Op: DelayedOperation> Members<Op> {
     pub(crate) fn is_empty(&self) -> bool {
         self.len == 0
     }
+
+    fn iter(&self) -> impl Iterator<Item = Membership> + '_ {
+        self.inline[..self.len.min(INLINE_MEMBERS)]
+            .iter()
+            .chain(&self.spill)
+            .copied()
+    }
 }
 
-impl<Op: DelayedOperation> IntoIterator for Members<Op> {
-    type Item = Membership<Op>;
-    type IntoIter = std::iter::Chain<
-        std::iter::Flatten<std::array::IntoIter<Option<Membership<Op>>, INLINE_MEMBERS>>,
-        std::vec::IntoIter<Membership<Op>>,
-    >;
-    fn into_iter(self) -> Self::IntoIter {
-        self.inline.into_iter().flatten().chain(self.spill)
-    }
+/// The watch index with its key type erased, as seen from an operation
+/// (whose type does not name the key type).
+pub(crate) trait ErasedIndex<Op: DelayedOperation>: Send + Sync {
+    /// Removes `op` from every list in `members` (which it occupies).
+    fn unwatch_all(&self, members: &Members, op: &Shared<Op>);
 }
 
 /// No free slot.
@@ -129,7 +117,6 @@ struct Slab<Op: DelayedOperation> {
     slots: Vec<Slot<Op>>,
     free: u32,
     live: usize,
-    detached: bool,
 }
 
 impl<Op: DelayedOperation> Slab<Op> {
@@ -138,7 +125,6 @@ impl<Op: DelayedOperation> Slab<Op> {
             slots: Vec::new(),
             free: NIL,
             live: 0,
-            detached: false,
         }
     }
 
@@ -146,10 +132,9 @@ impl<Op: DelayedOperation> Slab<Op> {
         self.live += 1;
         if self.free != NIL {
             let slot = self.free;
-            let old = std::mem::replace(&mut self.slots[slot as usize], Slot::Occupied(op));
-            match old {
+            match std::mem::replace(&mut self.slots[slot as usize], Slot::Occupied(op)) {
                 Slot::Vacant { next_free } => self.free = next_free,
-                Slot::Occupied(_) => unreachable!("free list points at an occupied slot"),
+                Slot::Occupied(_) => unreachable!("the free list points at an occupied slot"),
             }
             slot
         } else {
@@ -162,8 +147,8 @@ impl<Op: DelayedOperation> Slab<Op> {
         }
     }
 
-    /// Frees `slot` if `op` occupies it, returning the entry's `Arc` so the
-    /// caller can drop it after unlocking.
+    /// Frees `slot` if `op` occupies it, returning the entry's `Arc` so that
+    /// the caller can drop it after unlocking.
     fn remove(&mut self, slot: u32, op: &Shared<Op>) -> Option<Arc<Shared<Op>>> {
         let entry = self.slots.get_mut(slot as usize)?;
         match entry {
@@ -178,46 +163,250 @@ impl<Op: DelayedOperation> Slab<Op> {
         );
         self.free = slot;
         self.live -= 1;
-        if self.live == 0 {
-            // Reset so that a list reused after emptying scans no holes.
-            self.slots.clear();
-            self.free = NIL;
-        }
         match old {
             Slot::Occupied(o) => Some(o),
             Slot::Vacant { .. } => None,
         }
     }
+
+    fn copy_all(&self, out: &mut Vec<Arc<Shared<Op>>>) {
+        out.reserve(self.live);
+        out.extend(self.slots.iter().filter_map(|s| match s {
+            Slot::Occupied(op) => Some(op.clone()),
+            Slot::Vacant { .. } => None,
+        }));
+    }
 }
 
 /// The operations watched under one key.
-pub(crate) struct WatchList<K: WatchKey, Op: DelayedOperation> {
+struct List<K: WatchKey, Op: DelayedOperation> {
     key: K,
-    index: Weak<WatchIndex<K, Op>>,
-    slab: Mutex<Slab<Op>>,
+    hash: u64,
+    /// Whether the key table maps `key` to this list (false once detached).
+    in_table: bool,
+    slab: Slab<Op>,
 }
 
-impl<K: WatchKey, Op: DelayedOperation> WatchList<K, Op> {
-    /// Number of entries (an operation watched twice on this key counts twice).
-    pub(crate) fn len(&self) -> usize {
-        self.slab.lock().live
+struct ListSlot<K: WatchKey, Op: DelayedOperation> {
+    generation: u32,
+    list: Option<List<K, Op>>,
+}
+
+/// One shard: a key table and the lists it points to.
+struct Shard<K: WatchKey, Op: DelayedOperation> {
+    /// List ids, found by their list's key.
+    table: HashTable<u32>,
+    lists: Vec<ListSlot<K, Op>>,
+    free_ids: Vec<u32>,
+}
+
+impl<K: WatchKey, Op: DelayedOperation> Shard<K, Op> {
+    fn new() -> Self {
+        Shard {
+            table: HashTable::new(),
+            lists: Vec::new(),
+            free_ids: Vec::new(),
+        }
     }
 
-    /// Copies up to `max` pending operations, starting at slot `from`, into
-    /// `out`; returns the slot to continue from (`None` at the end).
-    pub(crate) fn snapshot_from(
+    fn list(&self, id: u32) -> &List<K, Op> {
+        self.lists[id as usize]
+            .list
+            .as_ref()
+            .expect("a membership or the key table points at a freed list")
+    }
+
+    fn list_mut(&mut self, id: u32) -> &mut List<K, Op> {
+        self.lists[id as usize]
+            .list
+            .as_mut()
+            .expect("a membership or the key table points at a freed list")
+    }
+
+    fn find(&self, hash: u64, key: &K) -> Option<u32> {
+        let lists = &self.lists;
+        self.table
+            .find(hash, |&id| {
+                lists[id as usize]
+                    .list
+                    .as_ref()
+                    .is_some_and(|l| l.key == *key)
+            })
+            .copied()
+    }
+
+    /// Creates a list for `key` (absent from the table) and returns its id.
+    fn create(&mut self, key: K, hash: u64) -> u32 {
+        let list = List {
+            key,
+            hash,
+            in_table: true,
+            slab: Slab::new(),
+        };
+        let id = match self.free_ids.pop() {
+            Some(id) => {
+                let slot = &mut self.lists[id as usize];
+                slot.generation = slot.generation.wrapping_add(1);
+                slot.list = Some(list);
+                id
+            }
+            None => {
+                let id = u32::try_from(self.lists.len()).expect("too many keys in one shard");
+                self.lists.push(ListSlot {
+                    generation: 0,
+                    list: Some(list),
+                });
+                id
+            }
+        };
+        let lists = &self.lists;
+        self.table.insert_unique(hash, id, |&id| {
+            lists[id as usize].list.as_ref().map_or(0, |l| l.hash)
+        });
+        id
+    }
+
+    /// Takes list `id` out of the key table (it stays allocated while
+    /// operations occupy it). Returns whether it was in the table.
+    fn detach(&mut self, id: u32) -> bool {
+        let (hash, was_in) = {
+            let list = self.list_mut(id);
+            let was_in = list.in_table;
+            list.in_table = false;
+            (list.hash, was_in)
+        };
+        if was_in {
+            if let Ok(entry) = self.table.find_entry(hash, |&x| x == id) {
+                entry.remove();
+            }
+        }
+        was_in
+    }
+
+    /// Frees list `id` (empty), taking it out of the table if needed.
+    /// Returns whether it was in the table.
+    fn free_list(&mut self, id: u32) -> bool {
+        let was_in = self.detach(id);
+        self.lists[id as usize].list = None;
+        self.free_ids.push(id);
+        was_in
+    }
+}
+
+/// A shard behind its lock, on its own cache line.
+type ShardLock<K, Op> = CachePadded<Mutex<Shard<K, Op>>>;
+
+/// Where a chunked scan of one key's list stands.
+#[derive(Debug)]
+pub(crate) struct Cursor {
+    shard: usize,
+    list: u32,
+    generation: u32,
+    next_slot: usize,
+}
+
+/// Keys to watch lists, sharded.
+pub(crate) struct WatchIndex<K: WatchKey, Op: DelayedOperation> {
+    hasher: RandomState,
+    shards: Box<[ShardLock<K, Op>]>,
+    mask: usize,
+    keys: AtomicUsize,
+}
+
+impl<K: WatchKey, Op: DelayedOperation> WatchIndex<K, Op> {
+    /// An empty index with `shards` shards (a power of two).
+    pub(crate) fn new(shards: usize) -> Arc<Self> {
+        debug_assert!(shards.is_power_of_two());
+        Arc::new(WatchIndex {
+            hasher: RandomState::new(),
+            shards: (0..shards)
+                .map(|_| CachePadded::new(Mutex::new(Shard::new())))
+                .collect(),
+            mask: shards - 1,
+            keys: AtomicUsize::new(0),
+        })
+    }
+
+    fn locate(&self, key: &K) -> (u64, usize) {
+        let hash = self.hasher.hash_one(key);
+        // The table uses the low bits (bucket) and the top 7 (tag); the
+        // shard takes bits from the middle so the three stay independent.
+        (hash, ((hash >> 32) as usize) & self.mask)
+    }
+
+    /// Adds `op` to `key`'s list, creating the list if needed. Refuses (and
+    /// returns `None`) if `closed()` holds once the shard is locked, so that
+    /// nothing is added after a shutdown has drained the index.
+    pub(crate) fn watch(
         &self,
-        from: usize,
+        key: K,
+        op: &Arc<Shared<Op>>,
+        closed: impl Fn() -> bool,
+    ) -> Option<Membership> {
+        let (hash, shard_ix) = self.locate(&key);
+        let mut shard = self.shards[shard_ix].lock();
+        if closed() {
+            return None;
+        }
+        let list = match shard.find(hash, &key) {
+            Some(id) => id,
+            None => {
+                self.keys.fetch_add(1, Ordering::Relaxed);
+                shard.create(key, hash)
+            }
+        };
+        let slot = shard.list_mut(list).slab.insert(op.clone());
+        Some(Membership {
+            shard: shard_ix as u32,
+            list,
+            slot,
+        })
+    }
+
+    /// Copies up to `max` pending operations of `key`'s list into `out`,
+    /// starting where `cursor` stands (a fresh scan when `None`). Returns the
+    /// cursor to continue from, or `None` when the list is done (or gone).
+    pub(crate) fn scan(
+        &self,
+        key: &K,
+        cursor: Option<Cursor>,
         max: usize,
         out: &mut Vec<Arc<Shared<Op>>>,
-    ) -> Option<usize> {
-        let slab = self.slab.lock();
-        let mut i = from;
-        while i < slab.slots.len() {
-            if out.len() >= max {
-                return Some(i);
+    ) -> Option<Cursor> {
+        let (shard_ix, hash) = match &cursor {
+            Some(c) => (c.shard, 0),
+            None => {
+                let (hash, shard_ix) = self.locate(key);
+                (shard_ix, hash)
             }
-            if let Slot::Occupied(op) = &slab.slots[i] {
+        };
+        let shard = self.shards[shard_ix].lock();
+        let mut cursor = match cursor {
+            Some(c) => c,
+            None => {
+                let list = shard.find(hash, key)?;
+                Cursor {
+                    shard: shard_ix,
+                    list,
+                    generation: shard.lists[list as usize].generation,
+                    next_slot: 0,
+                }
+            }
+        };
+        let slot = &shard.lists[cursor.list as usize];
+        let list = match &slot.list {
+            Some(list) if slot.generation == cursor.generation && list.in_table => list,
+            // Emptied or cancelled since the last chunk.
+            _ => return None,
+        };
+        let slots = &list.slab.slots;
+        let mut i = cursor.next_slot;
+        while i < slots.len() {
+            if out.len() >= max {
+                cursor.next_slot = i;
+                return Some(cursor);
+            }
+            if let Slot::Occupied(op) = &slots[i] {
                 if op.is_pending() {
                     out.push(op.clone());
                 }
@@ -227,138 +416,69 @@ impl<K: WatchKey, Op: DelayedOperation> WatchList<K, Op> {
         None
     }
 
-    /// Marks the list detached (it has left the index) and copies all its
-    /// entries.
-    fn detach_and_snapshot(&self, out: &mut Vec<Arc<Shared<Op>>>) {
-        let mut slab = self.slab.lock();
-        slab.detached = true;
-        out.reserve(slab.live);
-        out.extend(slab.slots.iter().filter_map(|s| match s {
-            Slot::Occupied(op) => Some(op.clone()),
-            Slot::Vacant { .. } => None,
-        }));
+    /// Number of entries in `key`'s list.
+    pub(crate) fn len_of(&self, key: &K) -> usize {
+        let (hash, shard_ix) = self.locate(key);
+        let shard = self.shards[shard_ix].lock();
+        shard
+            .find(hash, key)
+            .map_or(0, |id| shard.list(id).slab.live)
     }
 
-    /// Removes this list's key from the index if the key still maps to this
-    /// list and the list is still empty.
-    fn remove_key_if_empty(&self) {
-        let Some(index) = self.index.upgrade() else {
-            return;
-        };
-        index.map.remove_if(&self.key, |_, list| {
-            if !std::ptr::eq(Arc::as_ptr(list), self) {
-                return false;
-            }
-            let mut slab = list.slab.lock();
-            if slab.live == 0 {
-                slab.detached = true;
-                true
-            } else {
-                false
-            }
-        });
-    }
-}
-
-impl<K: WatchKey, Op: DelayedOperation> ErasedList<Op> for WatchList<K, Op> {
-    fn unwatch(&self, slot: u32, op: &Shared<Op>) {
-        let (removed, emptied) = {
-            let mut slab = self.slab.lock();
-            let removed = slab.remove(slot, op);
-            debug_assert!(
-                removed.is_some(),
-                "an operation left a slot it did not hold"
-            );
-            (removed, slab.live == 0 && !slab.detached)
-        };
-        // The entry's Arc is dropped here, outside the list lock (it is never
-        // the last reference: the caller holds one).
-        drop(removed);
-        if emptied {
-            self.remove_key_if_empty();
-        }
-    }
-}
-
-/// Keys to watch lists, sharded.
-pub(crate) struct WatchIndex<K: WatchKey, Op: DelayedOperation> {
-    map: DashMap<K, Arc<WatchList<K, Op>>, RandomState>,
-}
-
-impl<K: WatchKey, Op: DelayedOperation> WatchIndex<K, Op> {
-    /// An empty index with `shards` shards (a power of two, at least 2).
-    pub(crate) fn new(shards: usize) -> Arc<Self> {
-        Arc::new(WatchIndex {
-            map: DashMap::with_capacity_and_hasher_and_shard_amount(0, RandomState::new(), shards),
-        })
-    }
-
-    /// Adds `op` to `key`'s list, creating the list if needed. Refuses (and
-    /// returns `None`) if `closed()` holds once the key's shard is locked,
-    /// so that nothing is added after a shutdown has drained the index.
-    pub(crate) fn watch(
-        self: &Arc<Self>,
-        key: K,
-        op: &Arc<Shared<Op>>,
-        closed: impl Fn() -> bool,
-    ) -> Option<Membership<Op>> {
-        // Fast path: the key exists; a shard read lock keeps the list in the
-        // map (so not detached) while we insert.
-        if let Some(list) = self.map.get(&key) {
-            if closed() {
-                return None;
-            }
-            let slot = list.slab.lock().insert(op.clone());
-            let list: Arc<dyn ErasedList<Op>> = list.value().clone();
-            return Some(Membership { list, slot });
-        }
-        let entry = self.map.entry(key);
-        if closed() {
-            return None;
-        }
-        let list = match entry {
-            Entry::Occupied(e) => e.into_ref(),
-            Entry::Vacant(v) => {
-                let list = Arc::new(WatchList {
-                    key: v.key().clone(),
-                    index: Arc::downgrade(self),
-                    slab: Mutex::new(Slab::new()),
-                });
-                v.insert(list)
-            }
-        };
-        let slot = list.slab.lock().insert(op.clone());
-        let list: Arc<dyn ErasedList<Op>> = list.value().clone();
-        Some(Membership { list, slot })
-    }
-
-    /// The list of `key`, if any (the shard lock is released on return).
-    pub(crate) fn get(&self, key: &K) -> Option<Arc<WatchList<K, Op>>> {
-        self.map.get(key).map(|r| r.value().clone())
-    }
-
-    /// Removes `key`'s list from the index and copies its entries.
+    /// Takes `key`'s list out of the index and copies its entries. Returns
+    /// whether the key had a list.
     pub(crate) fn remove(&self, key: &K, out: &mut Vec<Arc<Shared<Op>>>) -> bool {
-        match self.map.remove(key) {
-            Some((_, list)) => {
-                list.detach_and_snapshot(out);
-                true
-            }
-            None => false,
-        }
+        let (hash, shard_ix) = self.locate(key);
+        let mut shard = self.shards[shard_ix].lock();
+        let Some(id) = shard.find(hash, key) else {
+            return false;
+        };
+        shard.detach(id);
+        self.keys.fetch_sub(1, Ordering::Relaxed);
+        shard.list(id).slab.copy_all(out);
+        true
     }
 
-    /// Removes every list and copies all their entries (an operation watched
-    /// on several keys appears several times).
+    /// Takes every list out of the index and copies all their entries (an
+    /// operation watched on several keys appears several times).
     pub(crate) fn drain(&self, out: &mut Vec<Arc<Shared<Op>>>) {
-        self.map.retain(|_, list| {
-            list.detach_and_snapshot(out);
-            false
-        });
+        for shard in self.shards.iter() {
+            let mut shard = shard.lock();
+            let ids: Vec<u32> = shard.table.drain().collect();
+            for id in ids {
+                let list = shard.list_mut(id);
+                list.in_table = false;
+                list.slab.copy_all(out);
+                self.keys.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
     }
 
     /// Number of keys with a list.
     pub(crate) fn keys(&self) -> usize {
-        self.map.len()
+        self.keys.load(Ordering::Relaxed)
+    }
+}
+
+impl<K: WatchKey, Op: DelayedOperation> ErasedIndex<Op> for WatchIndex<K, Op> {
+    fn unwatch_all(&self, members: &Members, op: &Shared<Op>) {
+        for m in members.iter() {
+            let removed = {
+                let mut shard = self.shards[m.shard as usize].lock();
+                let list = shard.list_mut(m.list);
+                let removed = list.slab.remove(m.slot, op);
+                debug_assert!(
+                    removed.is_some(),
+                    "an operation left a slot it did not hold"
+                );
+                if list.slab.live == 0 && shard.free_list(m.list) {
+                    self.keys.fetch_sub(1, Ordering::Relaxed);
+                }
+                removed
+            };
+            // Dropped outside the lock (never the last reference: the caller
+            // holds one).
+            drop(removed);
+        }
     }
 }
