@@ -5,7 +5,7 @@
 //! (log-normal, pct50 50 ms, pct75 75 ms), by force-complete or through
 //! `check_and_complete` on its keys; the rest expire after 1 s.
 //!
-//! `cargo run --release -p purgatory --example w2_smoke -- [force|check] [N]`
+//! `cargo run --release -p purgatory --example w2_smoke -- [force|check|single] [N] [RATE]`
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -105,6 +105,9 @@ fn main() {
         .next()
         .and_then(|s| s.parse().ok())
         .unwrap_or(1_000_000);
+    // Optional target rate (requests/s): the generator then sleeps until each
+    // request's arrival time (evenly spaced; W2 proper uses exponential gaps).
+    let rate: Option<f64> = args.next().and_then(|s| s.parse().ok());
 
     let mut rng = StdRng::seed_from_u64(42);
     let keys: Vec<String> = (0..3)
@@ -183,7 +186,14 @@ fn main() {
             .expect("spawn")
     };
 
-    for &latency in &latencies {
+    for (i, &latency) in latencies.iter().enumerate() {
+        if let Some(rate) = rate {
+            let arrival = Duration::from_secs_f64(i as f64 / rate);
+            let now = start.elapsed();
+            if arrival > now {
+                std::thread::sleep(arrival - now);
+            }
+        }
         let created = start.elapsed();
         let op = Operation::new(FakeOp {
             start,
