@@ -52,7 +52,10 @@ use crate::watch::Members;
 /// holds one of its own locks, so they may call back into the purgatory.
 /// A panic in any of them is caught at the purgatory boundary and logged.
 pub trait DelayedOperation: Send + Sync + 'static {
-    /// The operation's timeout, read once when it is watched.
+    /// The operation's timeout, read once when it is watched (under the
+    /// operation lock). Saturating: `Duration::MAX` never expires. A panic
+    /// here is caught and counts as a zero timeout (the operation expires at
+    /// once rather than being lost).
     fn timeout(&self) -> Duration;
 
     /// Whether the operation can complete now. Called with the operation's

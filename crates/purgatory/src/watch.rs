@@ -482,3 +482,117 @@ impl<K: WatchKey, Op: DelayedOperation> ErasedIndex<Op> for WatchIndex<K, Op> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::operation::Operation;
+    use std::time::Duration;
+
+    struct Nop;
+    impl DelayedOperation for Nop {
+        fn timeout(&self) -> Duration {
+            Duration::from_secs(1)
+        }
+        fn try_complete(&self) -> bool {
+            false
+        }
+        fn on_complete(&self) {}
+    }
+
+    fn op() -> Arc<Shared<Nop>> {
+        Operation::new(Nop).0
+    }
+
+    fn watch(
+        index: &WatchIndex<&'static str, Nop>,
+        key: &'static str,
+        op: &Arc<Shared<Nop>>,
+    ) -> Membership {
+        index.watch(key, op, || false).expect("open")
+    }
+
+    fn unwatch(index: &WatchIndex<&'static str, Nop>, m: Membership, op: &Arc<Shared<Nop>>) {
+        let mut members = Members::new();
+        members.push(m);
+        index.unwatch_all(&members, op);
+    }
+
+    #[test]
+    fn slots_are_reused_and_an_emptied_key_is_removed() {
+        // One shard, so that the second key lands where the first was.
+        let index = WatchIndex::<&str, Nop>::new(1);
+        let (a, b, c) = (op(), op(), op());
+        let ma = watch(&index, "k", &a);
+        let mb = watch(&index, "k", &b);
+        assert_eq!((ma.slot, mb.slot), (0, 1));
+        assert_eq!((index.len_of(&"k"), index.keys()), (2, 1));
+        unwatch(&index, ma, &a);
+        let mc = watch(&index, "k", &c);
+        assert_eq!(mc.slot, 0, "the freed slot is reused");
+        unwatch(&index, mb, &b);
+        unwatch(&index, mc, &c);
+        assert_eq!((index.len_of(&"k"), index.keys()), (0, 0));
+        // The list id is recycled with a new generation.
+        let md = watch(&index, "other", &a);
+        assert_eq!(md.list, ma.list);
+        let shard = index.shards[md.shard as usize].lock();
+        assert_eq!(shard.lists[md.list as usize].generation, 1);
+    }
+
+    #[test]
+    fn a_detached_list_lives_until_its_last_operation_leaves() {
+        let index = WatchIndex::<&str, Nop>::new(2);
+        let (a, b) = (op(), op());
+        let ma = watch(&index, "k", &a);
+        let mb = watch(&index, "k", &b);
+        let mut out = Vec::new();
+        assert!(index.remove(&"k", &mut out));
+        assert_eq!(out.len(), 2);
+        assert_eq!(index.keys(), 0);
+        // The key can get a new list while the old one is still occupied.
+        let c = op();
+        let mc = watch(&index, "k", &c);
+        assert_ne!(mc.list, ma.list);
+        unwatch(&index, ma, &a);
+        unwatch(&index, mb, &b);
+        let shard = index.shards[ma.shard as usize].lock();
+        assert!(shard.lists[ma.list as usize].list.is_none(), "freed");
+        assert!(shard.free_ids.contains(&ma.list));
+        drop(shard);
+        assert_eq!(index.len_of(&"k"), 1);
+    }
+
+    #[test]
+    fn a_chunked_scan_stops_when_its_list_is_recycled() {
+        let index = WatchIndex::<&str, Nop>::new(2);
+        let ops: Vec<_> = (0..5).map(|_| op()).collect();
+        let members: Vec<_> = ops.iter().map(|o| watch(&index, "k", o)).collect();
+        // These operations are not claimed by a purgatory, so a scan copies
+        // none of them; the test is about the cursor alone.
+        let mut out = Vec::new();
+        let cursor = index.scan(&"k", None, 0, &mut out).expect("more to scan");
+        for (m, o) in members.iter().zip(&ops) {
+            unwatch(&index, *m, o);
+        }
+        let other = op();
+        watch(&index, "k2", &other);
+        assert!(index.scan(&"k", Some(cursor), 10, &mut out).is_none());
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn members_spill_past_the_inline_capacity() {
+        let mut members = Members::new();
+        for i in 0..10u32 {
+            members.push(Membership {
+                shard: i,
+                list: i,
+                slot: i,
+            });
+        }
+        assert_eq!(members.len(), 10);
+        let shards: Vec<u32> = members.iter().map(|m| m.shard).collect();
+        assert_eq!(shards, (0..10).collect::<Vec<_>>());
+    }
+}

@@ -656,3 +656,41 @@ fn shutdown_racing_watchers() {
         assert_eq!((p.watched(), p.delayed(), p.watched_keys()), (0, 0, 0));
     }
 }
+
+#[test]
+fn handles_are_send_and_sync() {
+    fn check<T: Send + Sync>() {}
+    check::<Operation<MockOp>>();
+    check::<Purgatory<Key, MockOp>>();
+    check::<PurgatoryError>();
+}
+
+/// A panicking `timeout()` is caught and treated as a zero timeout: the
+/// operation expires at once instead of being lost.
+#[test]
+fn panicking_timeout_expires_at_once() {
+    struct BadTimeout(AtomicUsize);
+    impl DelayedOperation for BadTimeout {
+        fn timeout(&self) -> Duration {
+            panic!("timeout panics on purpose")
+        }
+        fn try_complete(&self) -> bool {
+            false
+        }
+        fn on_complete(&self) {}
+        fn on_expiration(&self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    init_log();
+    let p: Purgatory<Key, BadTimeout> = Purgatory::builder("bad-timeout")
+        .clock(ManualClock::new())
+        .reaper(false)
+        .build()
+        .unwrap();
+    let o = Operation::new(BadTimeout(AtomicUsize::new(0)));
+    assert_eq!(p.try_complete_else_watch(o.clone(), [key("k")]), Ok(false));
+    p.advance_clock(Duration::ZERO);
+    assert!(o.is_expired());
+    assert_eq!(o.0.load(Ordering::SeqCst), 1);
+}
