@@ -37,6 +37,11 @@ impl Bucket {
         self.head == NIL
     }
 
+    /// The first entry, or [`NIL`].
+    pub(crate) fn head(&self) -> u32 {
+        self.head
+    }
+
     pub(crate) fn expiration(&self) -> u64 {
         self.expiration
     }

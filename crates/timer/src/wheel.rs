@@ -55,7 +55,7 @@ use std::sync::Arc;
 
 use crate::bucket::{Bucket, NO_EXPIRATION};
 use crate::delay_queue::DelayQueue;
-use crate::entries::{Entries, TimerHandle};
+use crate::entries::{Entries, TimerHandle, NIL};
 use crate::ConfigError;
 
 /// The latest deadline a wheel keeps, in ms after its clock's origin (about
@@ -144,9 +144,24 @@ pub struct TimingWheel<T> {
     levels: Vec<Level>,
     wheel_size: u64,
     queue: Arc<DelayQueue<u32>>,
-    /// A due bucket popped from the queue whose entries are not all moved yet
+    /// A due bucket popped from the queue whose pass is not finished yet
     /// (see `advance_bounded`).
-    flushing: Option<u32>,
+    flushing: Option<Flush>,
+    /// The earliest due time offered to the queue since the last
+    /// [`take_earliest_offered`](Self::take_earliest_offered), or `u64::MAX`.
+    earliest_offered: u64,
+}
+
+/// A pass over one due bucket, resumable across `advance_bounded` calls.
+#[derive(Debug, Clone, Copy)]
+struct Flush {
+    bucket: u32,
+    /// The queue time the pass was popped at.
+    due: u64,
+    /// Early pass: only entries the level below can hold move; `cursor` is
+    /// the next entry to look at. Final pass: every entry moves, from the head.
+    early: bool,
+    cursor: u32,
 }
 
 impl<T> TimingWheel<T> {
@@ -191,6 +206,7 @@ impl<T> TimingWheel<T> {
             wheel_size,
             queue,
             flushing: None,
+            earliest_offered: u64::MAX,
         };
         wheel.push_level(tick_ms, start_ms - start_ms % tick_ms);
         Ok(wheel)
@@ -241,7 +257,7 @@ impl<T> TimingWheel<T> {
     /// then expires nothing), as in Kafka.
     pub fn next_expiration(&self) -> Option<u64> {
         match self.flushing {
-            Some(bucket) => Some(self.buckets[bucket as usize].expiration()),
+            Some(flush) => Some(flush.due),
             None => self.queue.peek_expiration(),
         }
     }
@@ -312,7 +328,13 @@ impl<T> TimingWheel<T> {
     /// stale (the task expired, was cancelled, or the slot was reused).
     pub fn cancel(&mut self, handle: TimerHandle) -> Option<T> {
         let index = self.entries.resolve(handle)?;
-        let bucket = self.entries.slot(index).bucket;
+        let slot = self.entries.slot(index);
+        let (bucket, next) = (slot.bucket, slot.next);
+        if let Some(flush) = &mut self.flushing {
+            if flush.early && flush.cursor == index {
+                flush.cursor = next; // keep the paused early pass on a live entry
+            }
+        }
         self.buckets[bucket as usize].unlink(&mut self.entries, index);
         Some(self.entries.remove(index))
     }
@@ -346,37 +368,144 @@ impl<T> TimingWheel<T> {
         let now_ms = now_ms.min(MAX_DEADLINE_MS);
         let mut step = Advance::default();
         loop {
-            if let Some(bucket) = self.flushing {
-                while step.moved < budget {
-                    let Some(index) = self.buckets[bucket as usize].pop_front(&mut self.entries)
-                    else {
-                        break;
-                    };
-                    step.moved += 1;
-                    let deadline = self.entries.slot(index).deadline;
-                    if !self.place(index, deadline) {
-                        step.expired += 1;
-                        expired(self.entries.remove(index));
-                    }
-                }
-                if !self.buckets[bucket as usize].is_empty() {
+            if let Some(flush) = self.flushing {
+                let finished = if flush.early {
+                    self.early_pass(flush, budget, &mut step, &mut expired)
+                } else {
+                    self.final_pass(flush, budget, &mut step, &mut expired)
+                };
+                if !finished {
                     return step;
                 }
-                self.buckets[bucket as usize].set_expiration(NO_EXPIRATION);
                 self.flushing = None;
             }
-            let Some((expiration, bucket)) = self.queue.poll_due(now_ms) else {
+            let Some((due, bucket)) = self.queue.poll_due(now_ms) else {
                 self.advance_levels(now_ms);
                 step.done = true;
                 return step;
             };
-            if self.buckets[bucket as usize].expiration() != expiration {
+            let expiration = self.buckets[bucket as usize].expiration();
+            let level = bucket as usize / self.wheel_size as usize;
+            let early = if due == expiration {
+                false
+            } else if expiration != NO_EXPIRATION && due == expiration - self.lead(level) {
+                true
+            } else {
                 continue; // stale: the bucket was flushed and re-armed since
-            }
+            };
             step.buckets += 1;
-            self.advance_levels(expiration);
-            self.flushing = Some(bucket);
+            self.advance_levels(due);
+            let cursor = self.buckets[bucket as usize].head();
+            self.flushing = Some(Flush {
+                bucket,
+                due,
+                early,
+                cursor,
+            });
         }
+    }
+
+    /// How long before its range starts a bucket of `level` is queued: one
+    /// tick of the level below (zero at level 0).
+    ///
+    /// Cascading a coarse bucket is the costly part of expiry (a level-2
+    /// bucket can hold a twentieth of all pending tasks), and Kafka does it
+    /// when the bucket's range *starts*, so the tasks due first in that range
+    /// wait for the whole cascade. Here the bucket is visited early, in an
+    /// *early pass*, at `expiration - lead`: the level below then already
+    /// spans all but the last `lead` ms of the bucket's range, so all but
+    /// about `1 / wheel_size` of its entries move down before any of them is
+    /// due. The rest stay, and a *final pass* at `expiration` moves them.
+    fn lead(&self, level: usize) -> u64 {
+        match level {
+            0 => 0,
+            _ => self.levels[level - 1].tick,
+        }
+    }
+
+    /// Moves the entries the level below can hold; returns whether the pass
+    /// is finished. (The pass runs before the bucket's range starts, so no
+    /// entry is due yet; one would be expired like in a final pass.)
+    fn early_pass(
+        &mut self,
+        mut flush: Flush,
+        budget: usize,
+        step: &mut Advance,
+        expired: &mut impl FnMut(T),
+    ) -> bool {
+        let level = flush.bucket as usize / self.wheel_size as usize;
+        let below = self.levels[level - 1];
+        let horizon = below.current_time.saturating_add(below.interval);
+        while flush.cursor != NIL {
+            if step.moved >= budget {
+                self.flushing = Some(flush);
+                return false;
+            }
+            let index = flush.cursor;
+            let slot = self.entries.slot(index);
+            flush.cursor = slot.next;
+            let deadline = slot.deadline;
+            if deadline < horizon {
+                step.moved += 1;
+                self.buckets[flush.bucket as usize].unlink(&mut self.entries, index);
+                if !self.place(index, deadline) {
+                    step.expired += 1;
+                    expired(self.entries.remove(index));
+                }
+            }
+        }
+        let bucket = &self.buckets[flush.bucket as usize];
+        if bucket.is_empty() {
+            self.buckets[flush.bucket as usize].set_expiration(NO_EXPIRATION);
+        } else {
+            // The tail of the range waits for the final pass.
+            let expiration = bucket.expiration();
+            self.offer(expiration, flush.bucket);
+        }
+        true
+    }
+
+    /// Moves (or expires) every entry of the bucket; returns whether the
+    /// pass is finished.
+    fn final_pass(
+        &mut self,
+        flush: Flush,
+        budget: usize,
+        step: &mut Advance,
+        expired: &mut impl FnMut(T),
+    ) -> bool {
+        let bucket = flush.bucket as usize;
+        while step.moved < budget {
+            let Some(index) = self.buckets[bucket].pop_front(&mut self.entries) else {
+                self.buckets[bucket].set_expiration(NO_EXPIRATION);
+                return true;
+            };
+            step.moved += 1;
+            let deadline = self.entries.slot(index).deadline;
+            if !self.place(index, deadline) {
+                step.expired += 1;
+                expired(self.entries.remove(index));
+            }
+        }
+        if self.buckets[bucket].is_empty() {
+            self.buckets[bucket].set_expiration(NO_EXPIRATION);
+            return true;
+        }
+        false
+    }
+
+    /// Queues bucket `id` to be visited at `due`.
+    fn offer(&mut self, due: u64, id: u32) {
+        self.earliest_offered = self.earliest_offered.min(due);
+        self.queue.offer(due, id);
+    }
+
+    /// The earliest due time offered to this wheel's queue since the last
+    /// call, if any: lets an owner of several wheels keep one wake-up queue
+    /// for all of them.
+    pub(crate) fn take_earliest_offered(&mut self) -> Option<u64> {
+        let earliest = std::mem::replace(&mut self.earliest_offered, u64::MAX);
+        (earliest != u64::MAX).then_some(earliest)
     }
 
     /// Takes every waiting task out of the wheel (for shutdown), leaving it
@@ -414,7 +543,8 @@ impl<T> TimingWheel<T> {
                 bucket.push_back(id, &mut self.entries, index);
                 let expiration = virtual_id * tick;
                 if bucket.set_expiration(expiration) {
-                    self.queue.offer(expiration, id);
+                    let due = expiration - self.lead(level);
+                    self.offer(due, id);
                 }
                 return true;
             }

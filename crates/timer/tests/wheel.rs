@@ -270,41 +270,73 @@ fn huge_deadlines_saturate_and_never_fire_early() {
 }
 
 #[test]
+fn early_pass_moves_all_but_the_tail_before_the_range_starts() {
+    let mut wheel: TimingWheel<u64> = TimingWheel::new(1, 20, 0).unwrap();
+    // 400 tasks in the level-2 bucket [400, 800), queued one level-1 tick
+    // (20 ms) early: at 380.
+    let handles: Vec<_> = (400..800).map(|d| schedule(&mut wheel, d, d)).collect();
+    assert!(handles
+        .iter()
+        .all(|&h| wheel.position(h).unwrap().level == 2));
+    assert_eq!(wheel.next_expiration(), Some(380));
+    assert_eq!(wheel.advance(380, |_| panic!("nothing is due at 380")), 0);
+    // Level 1 now spans [380, 780): everything below 780 moved down early.
+    for (d, &h) in (400..800).zip(&handles) {
+        let level = wheel.position(h).unwrap().level;
+        assert_eq!(level, if d < 780 { 1 } else { 2 }, "task {d}");
+    }
+    // The 20 tail entries move at 400 (the final pass), and all fire on time.
+    let fired = run_until(&mut wheel, 800);
+    assert_eq!(fired.len(), 400);
+    assert!(fired.iter().all(|&(now, d)| now == d));
+}
+
+#[test]
 fn bounded_advance_resumes_and_allows_cancel_midway() {
     let mut wheel: TimingWheel<u64> = TimingWheel::new(1, 20, 0).unwrap();
-    // 10,000 tasks in one level-2 bucket [8000, 8400).
+    // 10,000 tasks in the level-3 bucket [8000, 16000), early pass at 7600.
     let handles: Vec<_> = (0..10_000)
         .map(|i| schedule(&mut wheel, 8_000 + i % 400, i))
         .collect();
     let mut fired = Vec::new();
-    let first = wheel.advance_bounded(8_000, 100, |t| fired.push(t));
+    let first = wheel.advance_bounded(7_600, 100, |t| fired.push(t));
     assert!(!first.done);
     assert_eq!(first.moved, 100);
     assert_eq!(first.buckets, 1);
     assert_eq!(
         wheel.next_expiration(),
-        Some(8_000),
-        "the bucket being flushed is still next"
+        Some(7_600),
+        "the paused pass is still next"
     );
-    // Cancel a task still in the half-flushed bucket, and one already moved.
+    // Cancel a task the paused pass has not reached (the bucket's last) and
+    // one it has already moved.
     assert_eq!(wheel.cancel(handles[9_999]), Some(9_999));
     assert_eq!(wheel.cancel(handles[1]), Some(1));
     let mut calls = 1;
-    loop {
+    while !wheel.advance_bounded(8_000, 100, |t| fired.push(t)).done {
         calls += 1;
-        let step = wheel.advance_bounded(8_000, 100, |t| fired.push(t));
-        if step.done {
-            break;
-        }
     }
     assert!(calls > 90, "the flush really was chunked ({calls} calls)");
-    // Everything due at 8000 fired; the rest waits in level 0/1.
+    // Everything due at 8000 fired; the rest waits.
     fired.sort_unstable();
     let due: Vec<u64> = (0..10_000).filter(|i| i % 400 == 0).collect();
     assert_eq!(fired, due);
     assert_eq!(wheel.len(), 10_000 - due.len() - 2);
-    let rest = wheel.advance(9_000, |_| {});
-    assert_eq!(rest, 10_000 - due.len() - 2);
+    assert_eq!(wheel.advance(9_000, |_| {}), 10_000 - due.len() - 2);
+}
+
+#[test]
+fn cancelling_the_entry_under_a_paused_early_pass_cursor() {
+    let mut wheel: TimingWheel<u64> = TimingWheel::new(1, 20, 0).unwrap();
+    let handles: Vec<_> = (8_000..8_010).map(|d| schedule(&mut wheel, d, d)).collect();
+    // Stop after 3 entries: the cursor now rests on entry 3.
+    assert!(!wheel.advance_bounded(7_600, 3, |_| {}).done);
+    assert_eq!(wheel.cancel(handles[3]), Some(8_003));
+    assert!(wheel.advance_bounded(7_600, usize::MAX, |_| {}).done);
+    let fired = run_until(&mut wheel, 9_000);
+    assert!(fired.iter().all(|&(now, d)| now == d));
+    let tasks: Vec<u64> = fired.iter().map(|&(_, d)| d - 8_000).collect();
+    assert_eq!(tasks, vec![0, 1, 2, 4, 5, 6, 7, 8, 9]);
 }
 
 #[test]
