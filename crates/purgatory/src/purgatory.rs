@@ -38,8 +38,9 @@ use crate::operation::{DelayedOperation, ExpiryTask, Operation, Shared};
 use crate::watch::{Members, WatchIndex, WatchKey};
 
 /// How many operations [`Purgatory::check_and_complete`] copies out of a list
-/// per lock hold.
-const CHECK_CHUNK: usize = 256;
+/// per shard-lock hold: small enough that a scan of a long hot list never
+/// holds off a watcher of the same shard for long.
+const CHECK_CHUNK: usize = 64;
 
 /// What [`Purgatory::shutdown`] (and dropping a purgatory) does with the
 /// operations still pending.

@@ -399,6 +399,9 @@ impl<K: WatchKey, Op: DelayedOperation> WatchIndex<K, Op> {
             // Emptied or cancelled since the last chunk.
             _ => return None,
         };
+        if out.capacity() == 0 {
+            out.reserve(max.min(list.slab.live));
+        }
         let slots = &list.slab.slots;
         let mut i = cursor.next_slot;
         while i < slots.len() {
