@@ -51,6 +51,14 @@ use crate::watch::Members;
 /// [`Operation::with_lock`]); none of them is ever called while the purgatory
 /// holds one of its own locks, so they may call back into the purgatory.
 /// A panic in any of them is caught at the purgatory boundary and logged.
+///
+/// Lock order is the caller's business, as in Kafka: a callback that calls
+/// [`Purgatory::check_and_complete`](crate::Purgatory::check_and_complete)
+/// locks other operations while holding its own, so two such callbacks on
+/// two threads, each checking a key the other's operation is watched under,
+/// can deadlock. Operations that must complete each other should share one
+/// [`OperationLock`] (Kafka's group lock), or defer the check until the
+/// callback has returned (Kafka's action queue).
 pub trait DelayedOperation: Send + Sync + 'static {
     /// The operation's timeout, read once when it is watched (under the
     /// operation lock). Saturating: `Duration::MAX` never expires. A panic

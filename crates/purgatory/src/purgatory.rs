@@ -18,7 +18,7 @@
 //!   operations: there is no purge and no residue.
 //! * [`Purgatory::watched`] and [`Purgatory::delayed`] are O(1) reads of
 //!   counters.
-//! * No user callback runs while a shard or list lock is held; checks work on
+//! * No user callback runs while a watch-list shard lock is held; checks work on
 //!   a snapshot of a list, taken a chunk at a time.
 //! * After [`Purgatory::shutdown`] nothing is watched or armed; every
 //!   operation that was pending has been handled by the
@@ -380,7 +380,9 @@ impl<K: WatchKey, Op: DelayedOperation> Purgatory<K, Op> {
     /// does), never with a purgatory lock held: the list is copied a chunk at
     /// a time and the copies are tried. Completed operations leave all their
     /// lists at once, and a key whose list becomes empty is removed. Call it
-    /// without holding locks that `try_complete` implementations take.
+    /// without holding locks that `try_complete` implementations take, and
+    /// mind the lock order when calling it from a callback (see
+    /// [`DelayedOperation`]).
     pub fn check_and_complete(&self, key: &K) -> usize {
         let name = self.home.name.as_str();
         let mut batch = Vec::new();
