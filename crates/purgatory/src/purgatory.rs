@@ -263,10 +263,12 @@ impl<K: WatchKey, Op: DelayedOperation> Purgatory<K, Op> {
     ///   operation is handed over at most once at a time and never after it
     ///   completed. (One returned by [`cancel_for_key`](Self::cancel_for_key)
     ///   or by a [`ShutdownPolicy::Drop`] shutdown may be watched again.)
-    /// * [`PurgatoryError::Shutdown`] if the purgatory is shut down. If the
-    ///   shutdown happens while this call runs, the operation is handled by
-    ///   the shutdown policy like every pending one (but is not in the list
-    ///   `shutdown()` returns).
+    /// * [`PurgatoryError::Shutdown`] if the purgatory is shut down; the
+    ///   operation is then not watched. If the call began before the
+    ///   shutdown and had started watching the operation, the operation has
+    ///   been handled by the [`ShutdownPolicy`] like every pending one (with
+    ///   [`ShutdownPolicy::Expire`] it has expired), and it may or may not
+    ///   be in the list `shutdown()` returns; otherwise it is untouched.
     pub fn try_complete_else_watch(
         &self,
         op: impl Into<Operation<Op>>,
@@ -315,7 +317,9 @@ impl<K: WatchKey, Op: DelayedOperation> Purgatory<K, Op> {
             self.home.add_watched(members.len());
             let epoch = shared.claim(self.home.clone(), members);
             if refused {
-                shared.release(false);
+                // Shut down while we were watching: handled like every
+                // operation pending at shutdown.
+                self.apply_shutdown_policy(shared);
                 return Err(PurgatoryError::Shutdown);
             }
             if shared.try_complete_guarded(name) {

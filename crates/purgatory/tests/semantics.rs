@@ -615,44 +615,89 @@ fn drop_with_pending_operations_does_not_hang() {
     }
 }
 
-/// Watchers racing a shutdown: every call either watched the operation
-/// (then shutdown handled it) or failed with `Shutdown`; nothing is left
-/// watched, nothing completes twice, nothing hangs.
+/// Watchers racing a shutdown that starts while they run. The contract,
+/// per outcome of `try_complete_else_watch`:
+/// * `Ok(false)`: the operation was pending at shutdown, so it is in the
+///   returned list, not completed (Drop) or expired (Expire);
+/// * `Err(Shutdown)`: it is not watched; not completed (Drop), or expired
+///   only if it had started being watched (Expire).
+/// Nothing is left watched or armed, nothing completes twice, no hang.
 #[test]
 fn shutdown_racing_watchers() {
+    const OPS: usize = 600;
     for round in 0..20 {
+        let expire = round % 2 == 1;
         let clock = ManualClock::new();
         let p: Purgatory<Key, MockOp> = Purgatory::builder("race")
             .clock(clock)
             .reaper(false)
-            .shutdown_policy(if round % 2 == 0 {
-                ShutdownPolicy::Drop
-            } else {
+            .shutdown_policy(if expire {
                 ShutdownPolicy::Expire
+            } else {
+                ShutdownPolicy::Drop
             })
             .build()
             .unwrap();
-        let ops: Vec<_> = (0..400).map(|_| op(1000)).collect();
-        let start = Barrier::new(3);
+        let ops: Vec<_> = (0..OPS).map(|_| op(1000)).collect();
+        let results: Vec<Mutex<Option<Result<bool, PurgatoryError>>>> =
+            (0..OPS).map(|_| Mutex::new(None)).collect();
+        let progress = AtomicUsize::new(0);
         let returned = std::thread::scope(|s| {
-            for half in ops.chunks(200) {
-                let (p, start) = (&p, &start);
+            for half in 0..2 {
+                let (p, ops, results, progress) = (&p, &ops, &results, &progress);
                 s.spawn(move || {
-                    start.wait();
-                    for (i, o) in half.iter().enumerate() {
-                        let r = p.try_complete_else_watch(o.clone(), [format!("k{}", i % 5)]);
-                        assert!(matches!(r, Ok(false) | Err(PurgatoryError::Shutdown)));
+                    for i in (half..OPS).step_by(2) {
+                        let r = p.try_complete_else_watch(ops[i].clone(), [format!("k{}", i % 5)]);
+                        *results[i].lock().unwrap() = Some(r);
+                        progress.fetch_add(1, Ordering::Release);
                     }
                 });
             }
-            start.wait();
+            // Shut down once the watchers are well under way.
+            while progress.load(Ordering::Acquire) < OPS / 4 {
+                std::thread::yield_now();
+            }
             p.shutdown()
         });
-        for o in &ops {
+        let mut pending_at_shutdown = 0;
+        for (i, o) in ops.iter().enumerate() {
+            let r = results[i]
+                .lock()
+                .unwrap()
+                .clone()
+                .expect("every call returned");
+            let in_returned = returned.iter().any(|x| Operation::ptr_eq(x, o));
             assert!(!o.is_watched(), "round {round}: left watched");
             assert!(o.completions() <= 1);
+            o.assert_sound();
+            match r {
+                Ok(false) => {
+                    pending_at_shutdown += 1;
+                    assert!(
+                        in_returned,
+                        "round {round}: op {i} pending but not returned"
+                    );
+                    assert_eq!(o.is_completed(), expire);
+                    assert_eq!(o.is_expired(), expire);
+                }
+                Err(PurgatoryError::Shutdown) => {
+                    if expire {
+                        assert_eq!(o.is_completed(), o.is_expired());
+                        if o.tries.load(Ordering::Relaxed) == 0 {
+                            assert!(!o.is_completed(), "untouched after shutdown");
+                        }
+                    } else {
+                        assert!(!o.is_completed());
+                    }
+                }
+                other => panic!("round {round}: unexpected {other:?}"),
+            }
         }
-        assert!(returned.len() <= ops.len());
+        assert!(
+            pending_at_shutdown >= OPS / 4 - 2,
+            "the race happened mid-way"
+        );
+        assert!(returned.len() >= pending_at_shutdown);
         assert_eq!((p.watched(), p.delayed(), p.watched_keys()), (0, 0, 0));
     }
 }
