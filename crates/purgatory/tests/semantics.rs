@@ -621,6 +621,7 @@ fn drop_with_pending_operations_does_not_hang() {
 ///   returned list, not completed (Drop) or expired (Expire);
 /// * `Err(Shutdown)`: it is not watched; not completed (Drop), or expired
 ///   only if it had started being watched (Expire).
+///
 /// Nothing is left watched or armed, nothing completes twice, no hang.
 #[test]
 fn shutdown_racing_watchers() {
