@@ -445,7 +445,8 @@ impl<K: WatchKey, Op: DelayedOperation> Purgatory<K, Op> {
         self.home.watched()
     }
 
-    /// Number of operations with an armed timer. O(1).
+    /// Number of operations with an armed timer: the timer's size, a sum of
+    /// a few per-shard counters, independent of the number of operations.
     pub fn delayed(&self) -> usize {
         self.home.timer.size()
     }

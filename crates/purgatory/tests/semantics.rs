@@ -95,6 +95,25 @@ fn duplicate_keys_watch_twice_and_leave_both_entries() {
     assert_eq!(r.completions(), 1);
 }
 
+/// More keys than the inline membership capacity (four): the memberships
+/// spill to the heap and every one is still left on completion and cancel.
+#[test]
+fn many_keys_per_operation() {
+    let (p, _clock) = manual();
+    let keys: Vec<Key> = (0..10).map(|i| format!("p{i}")).collect();
+    let a = op(1000);
+    let b = op(1000);
+    p.try_complete_else_watch(a.clone(), keys.clone()).unwrap();
+    p.try_complete_else_watch(b.clone(), keys.iter().rev().cloned())
+        .unwrap();
+    assert_eq!((p.watched(), p.watched_keys()), (20, 10));
+    a.set_completable();
+    assert_eq!(p.check_and_complete(&keys[7]), 1);
+    assert_eq!((p.watched(), p.watched_keys()), (10, 10));
+    assert_eq!(p.cancel_for_key(&keys[3]).len(), 1);
+    assert_eq!((p.watched(), p.delayed(), p.watched_keys()), (0, 0, 0));
+}
+
 #[test]
 fn zero_timeout_expires_at_once_on_the_executor() {
     let (p, _clock) = manual();
