@@ -19,10 +19,17 @@ use crate::entries::{Entries, NIL, UNLINKED};
 /// `expiration` of a bucket that covers no time range.
 pub(crate) const NO_EXPIRATION: u64 = u64::MAX;
 
+/// `cursor` of a bucket with no paused early pass. (Entry indices are below
+/// `UNLINKED`, and `NIL` means "paused at the end of the list".)
+pub(crate) const NOT_PAUSED: u32 = u32::MAX - 1;
+
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Bucket {
     head: u32,
     tail: u32,
+    /// Where a paused early pass resumes (an entry, or `NIL` at the end), or
+    /// [`NOT_PAUSED`]. See the wheel's `early_pass`.
+    pub(crate) cursor: u32,
     expiration: u64,
 }
 
@@ -30,6 +37,7 @@ impl Bucket {
     pub(crate) const EMPTY: Bucket = Bucket {
         head: NIL,
         tail: NIL,
+        cursor: NOT_PAUSED,
         expiration: NO_EXPIRATION,
     };
 

@@ -14,7 +14,10 @@
 //! - A slot's `generation` changes every time the slot is freed, so a
 //!   [`TimerHandle`] taken before the free no longer matches: stale handles
 //!   are detected, never aliased (a generation would have to wrap around
-//!   2^32 frees of one slot between two uses of a handle to be fooled).
+//!   2^26 frees of one slot between two uses of a handle to be fooled).
+//! - A handle's generation carries, in its top [`SHARD_BITS`] bits, the tag
+//!   of the arena that issued it, so that a sharded owner can route the
+//!   handle back, and a handle from another arena never resolves here.
 
 use std::fmt;
 use std::mem::MaybeUninit;
@@ -30,6 +33,13 @@ pub(crate) const VACANT: u32 = u32::MAX;
 /// (between allocation and linking, or while being moved).
 pub(crate) const UNLINKED: u32 = u32::MAX - 1;
 
+/// Bits of a handle's generation that name the issuing arena (shard).
+pub(crate) const SHARD_BITS: u32 = 6;
+/// The most shards a handle can name.
+pub(crate) const MAX_SHARDS: usize = 1 << SHARD_BITS;
+const GENERATION_BITS: u32 = 32 - SHARD_BITS;
+const GENERATION_MASK: u32 = (1 << GENERATION_BITS) - 1;
+
 /// Identifies one scheduled task.
 ///
 /// Handles are small (8 bytes), `Copy`, `Eq` and `Hash`, so they can be kept
@@ -43,6 +53,11 @@ pub struct TimerHandle {
 }
 
 impl TimerHandle {
+    /// The shard (arena tag) that issued this handle.
+    pub(crate) fn shard(&self) -> usize {
+        (self.generation >> GENERATION_BITS) as usize
+    }
+
     /// The handle of a task that never entered the wheel because it was
     /// already due when added (it went straight to the executor).
     pub(crate) const DETACHED: TimerHandle = TimerHandle {
@@ -87,6 +102,8 @@ pub(crate) struct Entries<T> {
     slots: Vec<Slot<T>>,
     free_head: u32,
     len: usize,
+    /// `shard << GENERATION_BITS`, or'd into every handle issued.
+    tag: u32,
 }
 
 impl<T> Entries<T> {
@@ -95,7 +112,14 @@ impl<T> Entries<T> {
             slots: Vec::new(),
             free_head: NIL,
             len: 0,
+            tag: 0,
         }
+    }
+
+    /// Tags every handle issued from now on with `shard` (< [`MAX_SHARDS`]).
+    pub(crate) fn set_shard(&mut self, shard: usize) {
+        assert!(shard < MAX_SHARDS, "shard {shard} out of range");
+        self.tag = (shard as u32) << GENERATION_BITS;
     }
 
     /// Number of occupied slots.
@@ -151,7 +175,7 @@ impl<T> Entries<T> {
         assert!(slot.bucket != VACANT, "removing a vacant timer entry");
         debug_assert_eq!(slot.bucket, UNLINKED, "entry still linked in a bucket");
         slot.bucket = VACANT;
-        slot.generation = slot.generation.wrapping_add(1);
+        slot.generation = slot.generation.wrapping_add(1) & GENERATION_MASK;
         slot.next = self.free_head;
         self.free_head = index;
         self.len -= 1;
@@ -166,14 +190,15 @@ impl<T> Entries<T> {
     pub(crate) fn handle(&self, index: u32) -> TimerHandle {
         TimerHandle {
             index,
-            generation: self.slots[index as usize].generation,
+            generation: self.slots[index as usize].generation | self.tag,
         }
     }
 
     /// The slot index a handle names, if the handle is still current.
     pub(crate) fn resolve(&self, handle: TimerHandle) -> Option<u32> {
         let slot = self.slots.get(handle.index as usize)?;
-        (slot.bucket != VACANT && slot.generation == handle.generation).then_some(handle.index)
+        let current = slot.generation | self.tag;
+        (slot.bucket != VACANT && current == handle.generation).then_some(handle.index)
     }
 
     pub(crate) fn slot(&self, index: u32) -> &Slot<T> {
@@ -240,6 +265,40 @@ mod tests {
             "old handle does not alias the new task"
         );
         assert_eq!(entries.len(), 1);
+    }
+
+    #[test]
+    fn handles_carry_their_shard_and_do_not_resolve_elsewhere() {
+        let mut a = Entries::new();
+        a.set_shard(5);
+        let mut b = Entries::new();
+        b.set_shard(6);
+        let ia = a.insert(1, 'a');
+        let ib = b.insert(1, 'b');
+        let (ha, hb) = (a.handle(ia), b.handle(ib));
+        assert_eq!((ha.shard(), hb.shard()), (5, 6));
+        assert_eq!(a.resolve(ha), Some(ia));
+        assert_eq!(a.resolve(hb), None, "same index, other shard");
+        assert_eq!(b.resolve(ha), None);
+    }
+
+    #[test]
+    fn generations_wrap_within_their_bits() {
+        let mut entries = Entries::new();
+        entries.set_shard(MAX_SHARDS - 1);
+        let i = entries.insert(0, ());
+        entries.slots[i as usize].generation = GENERATION_MASK;
+        let h = entries.handle(i);
+        entries.slot_mut(i).bucket = UNLINKED;
+        entries.remove(i);
+        let j = entries.insert(0, ());
+        assert_eq!(i, j);
+        assert_eq!(
+            entries.slots[j as usize].generation, 0,
+            "wrapped, shard bits untouched"
+        );
+        assert_eq!(entries.resolve(h), None);
+        assert_eq!(entries.handle(j).shard(), MAX_SHARDS - 1);
     }
 
     #[test]

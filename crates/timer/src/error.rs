@@ -32,6 +32,15 @@ pub enum ConfigError {
         /// The largest size accepted.
         max: usize,
     },
+    /// The number of shards is outside the accepted range.
+    ShardsOutOfRange {
+        /// The number asked for.
+        requested: usize,
+        /// The smallest number accepted.
+        min: usize,
+        /// The largest number accepted.
+        max: usize,
+    },
     /// A thread the timer needs (its executor) could not be spawned.
     Spawn(String),
 }
@@ -55,6 +64,11 @@ impl fmt::Display for ConfigError {
                 min,
                 max,
             } => write!(f, "wheel size {requested} is outside {min}..={max}"),
+            ConfigError::ShardsOutOfRange {
+                requested,
+                min,
+                max,
+            } => write!(f, "shard count {requested} is outside {min}..={max}"),
             ConfigError::Spawn(e) => write!(f, "cannot spawn the timer's thread: {e}"),
         }
     }

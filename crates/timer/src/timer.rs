@@ -1,38 +1,54 @@
-//! The thread-safe timer: a [`TimingWheel`] behind a lock, a [`Clock`], a
-//! delay queue that the clock-driving thread sleeps on, and an executor
-//! thread that runs expired tasks.
+//! The thread-safe timer: sharded [`TimingWheel`]s, a [`Clock`], a delay
+//! queue that the clock-driving thread sleeps on, and an executor thread that
+//! runs expired tasks.
 //!
-//! Locking: one `parking_lot` mutex guards the wheel. `add` and `cancel` hold
-//! it for an O(1) insert or unlink (they read the clock before taking it);
-//! `advance_clock` waits for the next due bucket *without* it, then takes it
-//! in chunks of at most [`FLUSH_CHUNK`] moved entries, releasing it between
-//! chunks, so an adder never waits behind more than one chunk of a large
-//! cascade (Kafka holds its write lock for the whole flush). The delay
-//! queue's own lock nests inside the wheel lock, never the other way round.
+//! # Sharding and locking
 //!
-//! Invariants:
+//! The timer holds several wheels ("shards"), each behind its own
+//! `parking_lot` mutex on its own cache line. Each adding thread sticks to
+//! one shard (threads are assigned round-robin on their first add), so
+//! threads that add concurrently do not contend with each other; a handle
+//! names its shard, so `cancel` goes straight to it. `add` and `cancel` hold
+//! their shard's lock for an O(1) insert or unlink (the clock is read before).
+//!
+//! The timer's own [`DelayQueue`] holds one wake-up per shard: the due time of
+//! the shard's earliest queued bucket, offered when an add makes it earlier.
+//! `advance_clock` sleeps on that queue *without* any shard lock, then takes
+//! due shards in due order, each up to the next shard's due time, so expired
+//! tasks reach the executor in deadline order across shards. A shard's lock
+//! is held for at most [`FLUSH_CHUNK`] moved entries at a time, so an adder
+//! never waits behind a whole cascade (Kafka holds one write lock for the
+//! whole flush, and every add takes its read lock).
+//!
+//! Lock order: a shard's lock, then a delay queue's lock; never the reverse.
+//!
+//! # Invariants
+//!
 //! - Every task added and not cancelled runs exactly once, on the executor,
 //!   no earlier than its deadline: the deadline is the clock's reading plus
 //!   the delay, rounded up to the tick, and a task is expired only when the
 //!   clock's millisecond reading has reached it.
-//! - `cancel` returns `true` iff it removed the task from the wheel; a task
-//!   taken out of the wheel for expiry is already on its way to the
-//!   executor, so exactly one of "cancel returned true" and "the task ran"
-//!   happens.
+//! - `cancel` returns `true` iff it removed the task from its wheel; a task
+//!   taken out of a wheel for expiry is already on its way to the executor,
+//!   so exactly one of "cancel returned true" and "the task ran" happens.
+//! - Whenever a shard has a queued bucket, the timer's queue holds a wake-up
+//!   for that shard no later than the bucket's due time (`Shard::armed`).
 //! - After [`Timer::shutdown`] nothing is added, pending tasks are handed
 //!   back to the caller, and every task that had been handed to the executor
 //!   has run.
 
+use std::cell::Cell;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
 
 use crate::clock::NANOS_PER_MS;
 use crate::delay_queue::DelayQueue;
-use crate::entries::TimerHandle;
+use crate::entries::{TimerHandle, MAX_SHARDS};
 use crate::executor::Executor;
 use crate::wheel::{Insertion, TimingWheel};
 use crate::{Clock, ConfigError, ShutdownError, SystemClock};
@@ -78,6 +94,7 @@ impl<F: FnOnce() + Send + 'static> TimerTask for F {
 pub struct TimerBuilder {
     tick: Duration,
     wheel_size: usize,
+    shards: Option<usize>,
     clock: Option<Arc<dyn Clock>>,
     name: String,
 }
@@ -98,6 +115,14 @@ impl TimerBuilder {
     /// Buckets per wheel level (at least 2).
     pub fn wheel_size(mut self, wheel_size: usize) -> Self {
         self.wheel_size = wheel_size;
+        self
+    }
+
+    /// Number of independently locked wheels, 1 to 64 (default: the number
+    /// of CPUs the process may use). Threads that add at the same time
+    /// contend only when they share a shard.
+    pub fn shards(mut self, shards: usize) -> Self {
+        self.shards = Some(shards);
         self
     }
 
@@ -127,20 +152,41 @@ impl TimerBuilder {
             return Err(ConfigError::TickNotWholeMillis);
         }
         let tick_ms = u64::try_from(self.tick.as_millis()).unwrap_or(u64::MAX);
+        let shards = self.shards.unwrap_or_else(|| {
+            std::thread::available_parallelism().map_or(1, |n| n.get().min(MAX_SHARDS))
+        });
+        if !(1..=MAX_SHARDS).contains(&shards) {
+            return Err(ConfigError::ShardsOutOfRange {
+                requested: shards,
+                min: 1,
+                max: MAX_SHARDS,
+            });
+        }
         let clock = self
             .clock
             .unwrap_or_else(|| Arc::new(SystemClock::new()) as Arc<dyn Clock>);
-        let queue = Arc::new(DelayQueue::with_shared_clock(clock.clone()));
-        let wheel =
-            TimingWheel::with_queue(tick_ms, self.wheel_size, clock.now_ms(), queue.clone())?;
+        let start = clock.now_ms();
+        let shards = (0..shards)
+            .map(|i| {
+                let queue = Arc::new(DelayQueue::with_shared_clock(clock.clone()));
+                let mut wheel = TimingWheel::with_queue(tick_ms, self.wheel_size, start, queue)?;
+                wheel.set_shard(i);
+                Ok(CachePadded::new(Shard {
+                    state: Mutex::new(ShardState {
+                        wheel,
+                        armed: u64::MAX,
+                    }),
+                    size: AtomicUsize::new(0),
+                }))
+            })
+            .collect::<Result<Box<[_]>, ConfigError>>()?;
         let executor =
             Executor::start(&self.name).map_err(|e| ConfigError::Spawn(e.to_string()))?;
         Ok(Timer {
-            wheel: Mutex::new(wheel),
-            queue,
+            shards,
+            queue: DelayQueue::with_shared_clock(clock.clone()),
             clock,
             executor,
-            size: AtomicUsize::new(0),
             shut_down: AtomicBool::new(false),
             name: self.name,
             tick_ms,
@@ -153,6 +199,7 @@ impl Default for TimerBuilder {
         TimerBuilder {
             tick: Duration::from_millis(1),
             wheel_size: 20,
+            shards: None,
             clock: None,
             name: "timer".to_owned(),
         }
@@ -187,16 +234,46 @@ impl Default for TimerBuilder {
 /// assert_eq!(timer.size(), 0);
 /// ```
 pub struct Timer<T: TimerTask = Box<dyn FnOnce() + Send>> {
-    wheel: Mutex<TimingWheel<T>>,
-    queue: Arc<DelayQueue<u32>>,
+    shards: Box<[CachePadded<Shard<T>>]>,
+    /// Wake-ups: `(due, shard)`, see the module invariants.
+    queue: DelayQueue<usize>,
     clock: Arc<dyn Clock>,
     executor: Executor<T>,
-    /// Mirror of `wheel.len()`, refreshed under the wheel lock, so that
-    /// `size()` never takes the lock.
-    size: AtomicUsize,
     shut_down: AtomicBool,
     name: String,
     tick_ms: u64,
+}
+
+/// One independently locked wheel.
+struct Shard<T> {
+    state: Mutex<ShardState<T>>,
+    /// Mirror of the wheel's length, refreshed under the lock, so that
+    /// `size()` never takes a lock.
+    size: AtomicUsize,
+}
+
+struct ShardState<T> {
+    wheel: TimingWheel<T>,
+    /// Due time of this shard's latest wake-up in the timer's queue (no later
+    /// than its earliest queued bucket), or `u64::MAX` when none is needed.
+    armed: u64,
+}
+
+thread_local! {
+    /// This thread's shard choice: assigned round-robin on first use.
+    static SHARD_HINT: Cell<usize> = const { Cell::new(usize::MAX) };
+}
+
+/// Round-robin source of shard hints.
+static NEXT_SHARD_HINT: AtomicUsize = AtomicUsize::new(0);
+
+fn shard_hint() -> usize {
+    SHARD_HINT.with(|hint| {
+        if hint.get() == usize::MAX {
+            hint.set(NEXT_SHARD_HINT.fetch_add(1, Ordering::Relaxed));
+        }
+        hint.get()
+    })
 }
 
 impl<T: TimerTask> Timer<T> {
@@ -232,17 +309,25 @@ impl<T: TimerTask> Timer<T> {
             return self.run_now(task);
         }
         let deadline_ms = now.saturating_add(delay).div_ceil(NANOS_PER_MS);
-        let mut wheel = self.wheel.lock();
+        let index = shard_hint() % self.shards.len();
+        let shard = &self.shards[index];
+        let mut state = shard.state.lock();
         if self.shut_down.load(Ordering::Acquire) {
             return Err(ShutdownError(task));
         }
-        match wheel.insert(deadline_ms, task) {
+        match state.wheel.insert(deadline_ms, task) {
             Insertion::Scheduled(handle) => {
-                self.size.store(wheel.len(), Ordering::Relaxed);
+                shard.size.store(state.wheel.len(), Ordering::Relaxed);
+                if let Some(due) = state.wheel.take_earliest_offered() {
+                    if due < state.armed {
+                        state.armed = due;
+                        self.queue.offer(due, index);
+                    }
+                }
                 Ok(handle)
             }
             Insertion::Expired(task) => {
-                drop(wheel);
+                drop(state);
                 self.run_now(task)
             }
         }
@@ -261,10 +346,13 @@ impl<T: TimerTask> Timer<T> {
     /// cancelled before, or for a stale handle. The task is dropped at once
     /// (outside the timer's lock), freeing its memory.
     pub fn cancel(&self, handle: &TimerHandle) -> bool {
+        let Some(shard) = self.shards.get(handle.shard()) else {
+            return false;
+        };
         let task = {
-            let mut wheel = self.wheel.lock();
-            let task = wheel.cancel(*handle);
-            self.size.store(wheel.len(), Ordering::Relaxed);
+            let mut state = shard.state.lock();
+            let task = state.wheel.cancel(*handle);
+            shard.size.store(state.wheel.len(), Ordering::Relaxed);
             task
         };
         task.is_some()
@@ -278,18 +366,53 @@ impl<T: TimerTask> Timer<T> {
         if self.is_shutdown() || !self.queue.wait_until_due(timeout) {
             return false;
         }
-        let now = self.clock.now_ms();
+        let mut any = false;
+        while let Some((_, index)) = self.queue.poll_due(self.clock.now_ms()) {
+            any |= self.advance_shard(index);
+        }
+        any
+    }
+
+    /// Expires what is due in one shard, in chunks of at most
+    /// [`FLUSH_CHUNK`] moved entries per hold of its lock, then re-arms the
+    /// shard's wake-up. Each chunk reads the clock afresh, so buckets that
+    /// come due during a long flush are seen, and goes no further than the
+    /// next other shard's wake-up, so shards are expired in due order (and
+    /// the executor gets tasks in deadline order). Returns whether any
+    /// bucket was due.
+    fn advance_shard(&self, index: usize) -> bool {
+        let shard = &self.shards[index];
         let mut any = false;
         loop {
+            let now = self.clock.now_ms();
+            let until = self
+                .queue
+                .peek_expiration()
+                .map_or(now, |next| next.min(now));
             let mut expired = Vec::new();
-            let step = {
-                let mut wheel = self.wheel.lock();
+            let (step, yielded) = {
+                let mut state = shard.state.lock();
                 if self.shut_down.load(Ordering::Acquire) {
                     return any;
                 }
-                let step = wheel.advance_bounded(now, FLUSH_CHUNK, |task| expired.push(task));
-                self.size.store(wheel.len(), Ordering::Relaxed);
-                step
+                let step = state
+                    .wheel
+                    .advance_bounded(until, FLUSH_CHUNK, |task| expired.push(task));
+                shard.size.store(state.wheel.len(), Ordering::Relaxed);
+                let next = state.wheel.next_expiration();
+                // Stop when done, or when another shard is due first.
+                let yielded = !step.done
+                    && matches!((next, self.queue.peek_expiration()), (Some(ours), Some(theirs)) if theirs <= ours);
+                if step.done || yielded {
+                    // Buckets offered by the flush, or by adds between its
+                    // chunks, are all covered by the wheel's next expiration.
+                    state.wheel.take_earliest_offered();
+                    state.armed = next.unwrap_or(u64::MAX);
+                    if let Some(next) = next {
+                        self.queue.offer(next, index);
+                    }
+                }
+                (step, yielded)
             };
             any |= step.buckets > 0 || step.moved > 0;
             if !expired.is_empty() {
@@ -303,7 +426,7 @@ impl<T: TimerTask> Timer<T> {
                     );
                 }
             }
-            if step.done {
+            if step.done || yielded {
                 return any;
             }
         }
@@ -312,7 +435,15 @@ impl<T: TimerTask> Timer<T> {
     /// Number of tasks waiting in the wheel (not counting tasks already
     /// handed to the executor). Never takes the timer's lock.
     pub fn size(&self) -> usize {
-        self.size.load(Ordering::Relaxed)
+        self.shards
+            .iter()
+            .map(|shard| shard.size.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    /// Number of shards (independently locked wheels).
+    pub fn shards(&self) -> usize {
+        self.shards.len()
     }
 
     /// Blocks until every task handed to the executor before this call has
@@ -334,12 +465,13 @@ impl<T: TimerTask> Timer<T> {
         if self.shut_down.swap(true, Ordering::AcqRel) {
             return Vec::new();
         }
-        let pending = {
-            let mut wheel = self.wheel.lock();
-            let pending = wheel.drain();
-            self.size.store(0, Ordering::Relaxed);
-            pending
-        };
+        let mut pending = Vec::new();
+        for shard in self.shards.iter() {
+            let mut state = shard.state.lock();
+            pending.append(&mut state.wheel.drain());
+            state.armed = u64::MAX;
+            shard.size.store(0, Ordering::Relaxed);
+        }
         self.queue.close();
         self.executor.close();
         log::debug!(

@@ -53,7 +53,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::bucket::{Bucket, NO_EXPIRATION};
+use crate::bucket::{Bucket, NOT_PAUSED, NO_EXPIRATION};
 use crate::delay_queue::DelayQueue;
 use crate::entries::{Entries, TimerHandle, NIL};
 use crate::ConfigError;
@@ -144,24 +144,20 @@ pub struct TimingWheel<T> {
     levels: Vec<Level>,
     wheel_size: u64,
     queue: Arc<DelayQueue<u32>>,
-    /// A due bucket popped from the queue whose pass is not finished yet
-    /// (see `advance_bounded`).
+    /// A due bucket popped from the queue whose final pass is not finished
+    /// yet (see `advance_bounded`).
     flushing: Option<Flush>,
     /// The earliest due time offered to the queue since the last
     /// [`take_earliest_offered`](Self::take_earliest_offered), or `u64::MAX`.
     earliest_offered: u64,
 }
 
-/// A pass over one due bucket, resumable across `advance_bounded` calls.
+/// A final pass over one due bucket, resumable across `advance_bounded` calls.
 #[derive(Debug, Clone, Copy)]
 struct Flush {
     bucket: u32,
     /// The queue time the pass was popped at.
     due: u64,
-    /// Early pass: only entries the level below can hold move; `cursor` is
-    /// the next entry to look at. Final pass: every entry moves, from the head.
-    early: bool,
-    cursor: u32,
 }
 
 impl<T> TimingWheel<T> {
@@ -330,12 +326,11 @@ impl<T> TimingWheel<T> {
         let index = self.entries.resolve(handle)?;
         let slot = self.entries.slot(index);
         let (bucket, next) = (slot.bucket, slot.next);
-        if let Some(flush) = &mut self.flushing {
-            if flush.early && flush.cursor == index {
-                flush.cursor = next; // keep the paused early pass on a live entry
-            }
+        let bucket = &mut self.buckets[bucket as usize];
+        if bucket.cursor == index {
+            bucket.cursor = next; // keep a paused early pass on a live entry
         }
-        self.buckets[bucket as usize].unlink(&mut self.entries, index);
+        bucket.unlink(&mut self.entries, index);
         Some(self.entries.remove(index))
     }
 
@@ -369,39 +364,38 @@ impl<T> TimingWheel<T> {
         let mut step = Advance::default();
         loop {
             if let Some(flush) = self.flushing {
-                let finished = if flush.early {
-                    self.early_pass(flush, budget, &mut step, &mut expired)
-                } else {
-                    self.final_pass(flush, budget, &mut step, &mut expired)
-                };
-                if !finished {
+                if !self.final_pass(flush, budget, &mut step, &mut expired) {
                     return step;
                 }
                 self.flushing = None;
+            }
+            if step.moved >= budget {
+                return step;
             }
             let Some((due, bucket)) = self.queue.poll_due(now_ms) else {
                 self.advance_levels(now_ms);
                 step.done = true;
                 return step;
             };
-            let expiration = self.buckets[bucket as usize].expiration();
+            let b = self.buckets[bucket as usize];
             let level = bucket as usize / self.wheel_size as usize;
-            let early = if due == expiration {
-                false
-            } else if expiration != NO_EXPIRATION && due == expiration - self.lead(level) {
-                true
-            } else {
-                continue; // stale: the bucket was flushed and re-armed since
-            };
             step.buckets += 1;
-            self.advance_levels(due);
-            let cursor = self.buckets[bucket as usize].head();
-            self.flushing = Some(Flush {
-                bucket,
-                due,
-                early,
-                cursor,
-            });
+            if b.cursor != NOT_PAUSED {
+                // A paused early pass, re-queued behind what was due then.
+                self.advance_levels(due);
+                self.early_pass(bucket, now_ms, budget, &mut step, &mut expired);
+            } else if b.expiration() == NO_EXPIRATION {
+                step.buckets -= 1; // stale: flushed since it was queued
+            } else if due == b.expiration() {
+                self.advance_levels(due);
+                self.flushing = Some(Flush { bucket, due });
+            } else if due == b.expiration() - self.lead(level) {
+                self.advance_levels(due);
+                self.buckets[bucket as usize].cursor = b.head();
+                self.early_pass(bucket, now_ms, budget, &mut step, &mut expired);
+            } else {
+                step.buckets -= 1; // stale: re-armed for another round since
+            }
         }
     }
 
@@ -423,46 +417,64 @@ impl<T> TimingWheel<T> {
         }
     }
 
-    /// Moves the entries the level below can hold; returns whether the pass
-    /// is finished. (The pass runs before the bucket's range starts, so no
-    /// entry is due yet; one would be expired like in a final pass.)
+    /// Moves the entries the level below can hold, resuming at the bucket's
+    /// cursor. When the budget runs out first, the pass pauses: its cursor
+    /// stays in the bucket and the bucket is queued again at `now_ms + 1` (at
+    /// most `expiration - 1`), behind every bucket due by `now_ms`, so that a
+    /// long early pass (which has a whole lower tick of slack) does not delay
+    /// buckets whose tasks are due.
+    ///
+    /// No entry is due here while the pass runs before the bucket's range
+    /// starts; one that has become due by the time a paused pass resumes is
+    /// expired like in a final pass.
     fn early_pass(
         &mut self,
-        mut flush: Flush,
+        id: u32,
+        now_ms: u64,
         budget: usize,
         step: &mut Advance,
         expired: &mut impl FnMut(T),
-    ) -> bool {
-        let level = flush.bucket as usize / self.wheel_size as usize;
+    ) {
+        let level = id as usize / self.wheel_size as usize;
         let below = self.levels[level - 1];
         let horizon = below.current_time.saturating_add(below.interval);
-        while flush.cursor != NIL {
+        let mut cursor = self.buckets[id as usize].cursor;
+        while cursor != NIL {
             if step.moved >= budget {
-                self.flushing = Some(flush);
-                return false;
+                // Resume after everything due now (so one slice of the pass
+                // runs per millisecond, between the buckets that are due),
+                // but before the bucket's own range starts: nothing due at
+                // or after `expiration` may be processed first, or the
+                // level's clock would pass this bucket and its slot could
+                // take entries of a later round.
+                let bucket = &mut self.buckets[id as usize];
+                bucket.cursor = cursor;
+                let resume = (now_ms + 1).min(bucket.expiration() - 1);
+                self.offer(resume, id);
+                return;
             }
-            let index = flush.cursor;
+            let index = cursor;
             let slot = self.entries.slot(index);
-            flush.cursor = slot.next;
+            cursor = slot.next;
             let deadline = slot.deadline;
             if deadline < horizon {
                 step.moved += 1;
-                self.buckets[flush.bucket as usize].unlink(&mut self.entries, index);
+                self.buckets[id as usize].unlink(&mut self.entries, index);
                 if !self.place(index, deadline) {
                     step.expired += 1;
                     expired(self.entries.remove(index));
                 }
             }
         }
-        let bucket = &self.buckets[flush.bucket as usize];
+        let bucket = &mut self.buckets[id as usize];
+        bucket.cursor = NOT_PAUSED;
         if bucket.is_empty() {
-            self.buckets[flush.bucket as usize].set_expiration(NO_EXPIRATION);
+            bucket.set_expiration(NO_EXPIRATION);
         } else {
             // The tail of the range waits for the final pass.
             let expiration = bucket.expiration();
-            self.offer(expiration, flush.bucket);
+            self.offer(expiration, id);
         }
-        true
     }
 
     /// Moves (or expires) every entry of the bucket; returns whether the
@@ -498,6 +510,11 @@ impl<T> TimingWheel<T> {
     fn offer(&mut self, due: u64, id: u32) {
         self.earliest_offered = self.earliest_offered.min(due);
         self.queue.offer(due, id);
+    }
+
+    /// Tags the handles this wheel issues with `shard` (for a sharded owner).
+    pub(crate) fn set_shard(&mut self, shard: usize) {
+        self.entries.set_shard(shard);
     }
 
     /// The earliest due time offered to this wheel's queue since the last

@@ -320,6 +320,58 @@ fn tasks_may_use_the_timer_from_the_executor_thread() {
 }
 
 #[test]
+fn shards_merge_in_deadline_order_and_cancel_from_any_thread() {
+    let clock = ManualClock::new();
+    let timer: Arc<Timer> = Arc::new(
+        TimerBuilder::new()
+            .clock(clock.clone())
+            .shards(4)
+            .build()
+            .unwrap(),
+    );
+    assert_eq!(timer.shards(), 4);
+    let order = Arc::new(Mutex::new(Vec::new()));
+    // Four threads (so four shards), deadlines interleaved across them.
+    let handles: Vec<(u64, TimerHandle)> = (0..4u64)
+        .map(|t| {
+            let (timer, order) = (timer.clone(), order.clone());
+            thread::spawn(move || {
+                (0..250u64)
+                    .map(|i| {
+                        let deadline = 1 + i * 4 + t;
+                        let order = order.clone();
+                        let task: Task = Box::new(move || order.lock().unwrap().push(deadline));
+                        (
+                            deadline,
+                            timer.add(Duration::from_millis(deadline), task).unwrap(),
+                        )
+                    })
+                    .collect::<Vec<_>>()
+            })
+        })
+        .flat_map(|h| h.join().unwrap())
+        .collect();
+    assert_eq!(timer.size(), 1000);
+    // Cancel every third task from this thread: handles route to their shard.
+    let cancelled: Vec<u64> = handles
+        .iter()
+        .filter(|(d, _)| d % 3 == 0)
+        .map(|(d, h)| {
+            assert!(timer.cancel(h));
+            *d
+        })
+        .collect();
+    assert_eq!(timer.size(), 1000 - cancelled.len());
+    // One jump over all deadlines: shards are merged in due order.
+    clock.set_ms(2_000);
+    assert!(timer.advance_clock(Duration::ZERO));
+    timer.wait_for_executor();
+    let order = order.lock().unwrap();
+    let expected: Vec<u64> = (1..=1000).filter(|d| d % 3 != 0).collect();
+    assert_eq!(*order, expected, "deadline order across shards");
+}
+
+#[test]
 fn bad_configuration_is_an_error_value() {
     let build = |b: TimerBuilder| b.build::<Task>().map(|_| ()).unwrap_err();
     assert_eq!(
@@ -342,6 +394,12 @@ fn bad_configuration_is_an_error_value() {
         build(TimerBuilder::new().tick(Duration::from_millis(u64::MAX))),
         ConfigError::TickTooLarge { .. }
     ));
+    for shards in [0, 65] {
+        assert!(matches!(
+            build(TimerBuilder::new().shards(shards)),
+            ConfigError::ShardsOutOfRange { requested, .. } if requested == shards
+        ));
+    }
     let defaults: Timer = Timer::new();
     assert_eq!((defaults.tick_ms(), defaults.name()), (1, "timer"));
 }
