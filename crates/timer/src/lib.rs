@@ -84,10 +84,12 @@
 //!   `delay + now` overflows into the past and fires at once.
 //! - [`Timer::shutdown`] hands pending tasks back instead of silently dropping
 //!   them, and runs those already handed to the executor.
-//! - Expiring a large bucket releases the lock every [`timer::FLUSH_CHUNK`]
-//!   entries, so adders are not held up by a long cascade.
-//!
-//! [`timer::FLUSH_CHUNK`]: crate::FLUSH_CHUNK
+//! - Expiring a large bucket releases the lock every [`FLUSH_CHUNK`]
+//!   entries, so adders are not held up by a long cascade; coarse buckets are
+//!   cascaded one lower tick *before* their range starts, in slices that
+//!   yield to due buckets, so a big cascade does not make due tasks late.
+//! - The timer is sharded: threads adding at once use separate wheels and
+//!   locks (Kafka's timer has one global lock taken by every add).
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
@@ -106,7 +108,7 @@ pub use delay_queue::DelayQueue;
 pub use entries::TimerHandle;
 pub use error::{ConfigError, ShutdownError};
 pub use reaper::Reaper;
-pub use timer::{Timer, TimerBuilder, TimerTask, FLUSH_CHUNK};
+pub use timer::{Timer, TimerBuilder, TimerTask, EXPIRY_LAG_MS, FLUSH_CHUNK};
 pub use wheel::{
     Advance, Insertion, Position, TimingWheel, MAX_DEADLINE_MS, MAX_TICK_MS, MAX_WHEEL_SIZE,
 };

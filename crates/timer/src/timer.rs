@@ -20,6 +20,14 @@
 //! never waits behind a whole cascade (Kafka holds one write lock for the
 //! whole flush, and every add takes its read lock).
 //!
+//! Expiry is never starved by adds: while the advancing thread waits for a
+//! shard, adders release that shard's lock fairly (handing it over rather
+//! than re-taking it), and an adder that sees its shard's due work lag the
+//! clock by [`EXPIRY_LAG_MS`] or more yields its CPU once, so the reaper and
+//! the executor get to run even when adders keep every core busy. Early
+//! passes over coarse buckets (see [`TimingWheel`]) yield to due buckets
+//! between chunks, and shards with due work take turns chunk by chunk.
+//!
 //! Lock order: a shard's lock, then a delay queue's lock; never the reverse.
 //!
 //! # Invariants
@@ -32,7 +40,9 @@
 //!   taken out of a wheel for expiry is already on its way to the executor,
 //!   so exactly one of "cancel returned true" and "the task ran" happens.
 //! - Whenever a shard has a queued bucket, the timer's queue holds a wake-up
-//!   for that shard no later than the bucket's due time (`Shard::armed`).
+//!   for that shard no later than the bucket's due time (`ShardState::armed`),
+//!   or, for a shard that stopped mid-way to let another shard's due work go
+//!   first, no later than the time it stopped.
 //! - After [`Timer::shutdown`] nothing is added, pending tasks are handed
 //!   back to the caller, and every task that had been handed to the executor
 //!   has run.
@@ -44,7 +54,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crossbeam_utils::CachePadded;
-use parking_lot::Mutex;
+use parking_lot::{Mutex, MutexGuard};
 
 use crate::clock::NANOS_PER_MS;
 use crate::delay_queue::DelayQueue;
@@ -53,8 +63,12 @@ use crate::executor::Executor;
 use crate::wheel::{Insertion, TimingWheel};
 use crate::{Clock, ConfigError, ShutdownError, SystemClock};
 
+/// How far (ms) a shard's earliest due work may lag the clock before an
+/// adder on that shard yields its CPU once, so that expiry catches up.
+pub const EXPIRY_LAG_MS: u64 = 2;
+
 /// Most entries moved per hold of the wheel lock in `advance_clock`.
-pub const FLUSH_CHUNK: usize = 4096;
+pub const FLUSH_CHUNK: usize = 256;
 
 /// A task the timer runs once, when it expires, on the timer's executor
 /// thread.
@@ -177,6 +191,7 @@ impl TimerBuilder {
                         armed: u64::MAX,
                     }),
                     size: AtomicUsize::new(0),
+                    advancer_waiting: AtomicBool::new(false),
                 }))
             })
             .collect::<Result<Box<[_]>, ConfigError>>()?;
@@ -250,6 +265,32 @@ struct Shard<T> {
     /// Mirror of the wheel's length, refreshed under the lock, so that
     /// `size()` never takes a lock.
     size: AtomicUsize,
+    /// Set while a thread advancing the clock waits for this shard's lock:
+    /// adders then hand the lock over fairly instead of re-taking it at
+    /// once, so a tight loop of adds cannot starve expiry.
+    advancer_waiting: AtomicBool,
+}
+
+impl<T> Shard<T> {
+    /// Releases the shard, handing it straight to a waiting advancer if any.
+    fn release(&self, state: MutexGuard<'_, ShardState<T>>) {
+        if self.advancer_waiting.load(Ordering::Relaxed) {
+            MutexGuard::unlock_fair(state);
+        } else {
+            drop(state);
+        }
+    }
+
+    /// Takes the shard's lock on behalf of a thread advancing the clock.
+    fn lock_for_advance(&self) -> MutexGuard<'_, ShardState<T>> {
+        if let Some(state) = self.state.try_lock() {
+            return state;
+        }
+        self.advancer_waiting.store(true, Ordering::Relaxed);
+        let state = self.state.lock();
+        self.advancer_waiting.store(false, Ordering::Relaxed);
+        state
+    }
 }
 
 struct ShardState<T> {
@@ -309,6 +350,7 @@ impl<T: TimerTask> Timer<T> {
             return self.run_now(task);
         }
         let deadline_ms = now.saturating_add(delay).div_ceil(NANOS_PER_MS);
+        let delay_ms = deadline_ms - now / NANOS_PER_MS; // so deadline - delay = now, in ms
         let index = shard_hint() % self.shards.len();
         let shard = &self.shards[index];
         let mut state = shard.state.lock();
@@ -324,10 +366,17 @@ impl<T: TimerTask> Timer<T> {
                         self.queue.offer(due, index);
                     }
                 }
+                // Expiry is running behind (the reaper or the executor is
+                // starved of CPU, e.g. by adders on every core): let them in.
+                let behind = state.armed.saturating_add(EXPIRY_LAG_MS) <= deadline_ms - delay_ms;
+                shard.release(state);
+                if behind {
+                    std::thread::yield_now();
+                }
                 Ok(handle)
             }
             Insertion::Expired(task) => {
-                drop(state);
+                shard.release(state);
                 self.run_now(task)
             }
         }
@@ -353,6 +402,7 @@ impl<T: TimerTask> Timer<T> {
             let mut state = shard.state.lock();
             let task = state.wheel.cancel(*handle);
             shard.size.store(state.wheel.len(), Ordering::Relaxed);
+            shard.release(state);
             task
         };
         task.is_some()
@@ -391,7 +441,7 @@ impl<T: TimerTask> Timer<T> {
                 .map_or(now, |next| next.min(now));
             let mut expired = Vec::new();
             let (step, yielded) = {
-                let mut state = shard.state.lock();
+                let mut state = shard.lock_for_advance();
                 if self.shut_down.load(Ordering::Acquire) {
                     return any;
                 }
@@ -399,17 +449,27 @@ impl<T: TimerTask> Timer<T> {
                     .wheel
                     .advance_bounded(until, FLUSH_CHUNK, |task| expired.push(task));
                 shard.size.store(state.wheel.len(), Ordering::Relaxed);
-                let next = state.wheel.next_expiration();
-                // Stop when done, or when another shard is due first.
+                // Stop when done, or when another shard has due work: shards
+                // with due work take turns chunk by chunk.
                 let yielded = !step.done
-                    && matches!((next, self.queue.peek_expiration()), (Some(ours), Some(theirs)) if theirs <= ours);
+                    && self
+                        .queue
+                        .peek_expiration()
+                        .is_some_and(|theirs| theirs <= now);
                 if step.done || yielded {
                     // Buckets offered by the flush, or by adds between its
                     // chunks, are all covered by the wheel's next expiration.
+                    // A shard that yields has work due now: it queues behind
+                    // the shards that are due.
                     state.wheel.take_earliest_offered();
-                    state.armed = next.unwrap_or(u64::MAX);
-                    if let Some(next) = next {
-                        self.queue.offer(next, index);
+                    let next = state.wheel.next_expiration();
+                    state.armed = match next {
+                        Some(next) if yielded => next.max(now),
+                        Some(next) => next,
+                        None => u64::MAX,
+                    };
+                    if state.armed != u64::MAX {
+                        self.queue.offer(state.armed, index);
                     }
                 }
                 (step, yielded)

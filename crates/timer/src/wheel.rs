@@ -147,6 +147,9 @@ pub struct TimingWheel<T> {
     /// A due bucket popped from the queue whose final pass is not finished
     /// yet (see `advance_bounded`).
     flushing: Option<Flush>,
+    /// Buckets whose early pass ran out of budget, in the order they paused;
+    /// each keeps its resume point in `Bucket::cursor`.
+    paused: Vec<u32>,
     /// The earliest due time offered to the queue since the last
     /// [`take_earliest_offered`](Self::take_earliest_offered), or `u64::MAX`.
     earliest_offered: u64,
@@ -202,6 +205,7 @@ impl<T> TimingWheel<T> {
             wheel_size,
             queue,
             flushing: None,
+            paused: Vec::new(),
             earliest_offered: u64::MAX,
         };
         wheel.push_level(tick_ms, start_ms - start_ms % tick_ms);
@@ -252,10 +256,14 @@ impl<T> TimingWheel<T> {
     /// belong to a bucket that cancellations have emptied (advancing to it
     /// then expires nothing), as in Kafka.
     pub fn next_expiration(&self) -> Option<u64> {
-        match self.flushing {
-            Some(flush) => Some(flush.due),
-            None => self.queue.peek_expiration(),
+        if let Some(flush) = self.flushing {
+            return Some(flush.due);
         }
+        let paused = self.paused.iter().map(|&id| {
+            let level = id as usize / self.wheel_size as usize;
+            self.buckets[id as usize].expiration() - self.lead(level)
+        });
+        paused.chain(self.queue.peek_expiration()).min()
     }
 
     /// Rounds `deadline_ms` the way [`insert`](Self::insert) does: up to a
@@ -372,30 +380,50 @@ impl<T> TimingWheel<T> {
             if step.moved >= budget {
                 return step;
             }
+            let next_due = self.queue.peek_expiration().filter(|&due| due <= now_ms);
+            // A paused early pass must finish before anything due at or after
+            // its bucket's start is taken, or that level's clock would pass
+            // the bucket and its slot could take entries of a later round.
+            let must_finish = next_due.and_then(|due| {
+                self.paused
+                    .iter()
+                    .position(|&id| self.buckets[id as usize].expiration() <= due)
+            });
+            if let Some(position) = must_finish {
+                let id = self.paused.remove(position);
+                self.early_pass(id, budget, &mut step, &mut expired);
+                continue;
+            }
+            if next_due.is_none() {
+                // Nothing is due: spend the budget on paused early passes.
+                if self.paused.is_empty() {
+                    self.advance_levels(now_ms);
+                    step.done = true;
+                    return step;
+                }
+                let id = self.paused.remove(0);
+                self.early_pass(id, budget, &mut step, &mut expired);
+                continue;
+            }
             let Some((due, bucket)) = self.queue.poll_due(now_ms) else {
-                self.advance_levels(now_ms);
-                step.done = true;
-                return step;
+                continue;
             };
             let b = self.buckets[bucket as usize];
             let level = bucket as usize / self.wheel_size as usize;
-            step.buckets += 1;
-            if b.cursor != NOT_PAUSED {
-                // A paused early pass, re-queued behind what was due then.
-                self.advance_levels(due);
-                self.early_pass(bucket, now_ms, budget, &mut step, &mut expired);
-            } else if b.expiration() == NO_EXPIRATION {
-                step.buckets -= 1; // stale: flushed since it was queued
-            } else if due == b.expiration() {
+            if b.expiration() == NO_EXPIRATION || b.cursor != NOT_PAUSED {
+                continue; // stale: flushed (or being early-passed) since queued
+            }
+            if due == b.expiration() {
+                step.buckets += 1;
                 self.advance_levels(due);
                 self.flushing = Some(Flush { bucket, due });
             } else if due == b.expiration() - self.lead(level) {
+                step.buckets += 1;
                 self.advance_levels(due);
                 self.buckets[bucket as usize].cursor = b.head();
-                self.early_pass(bucket, now_ms, budget, &mut step, &mut expired);
-            } else {
-                step.buckets -= 1; // stale: re-armed for another round since
+                self.early_pass(bucket, budget, &mut step, &mut expired);
             }
+            // Otherwise stale: re-armed for another round since.
         }
     }
 
@@ -419,18 +447,16 @@ impl<T> TimingWheel<T> {
 
     /// Moves the entries the level below can hold, resuming at the bucket's
     /// cursor. When the budget runs out first, the pass pauses: its cursor
-    /// stays in the bucket and the bucket is queued again at `now_ms + 1` (at
-    /// most `expiration - 1`), behind every bucket due by `now_ms`, so that a
-    /// long early pass (which has a whole lower tick of slack) does not delay
-    /// buckets whose tasks are due.
+    /// stays in the bucket and the bucket joins `paused`, to be resumed once
+    /// nothing is due (or before anything due at or after its own start), so
+    /// that a long early pass, which has a whole lower tick of slack, never
+    /// delays buckets whose tasks are due by more than one budget.
     ///
     /// No entry is due here while the pass runs before the bucket's range
-    /// starts; one that has become due by the time a paused pass resumes is
-    /// expired like in a final pass.
+    /// starts; one that has become due is expired as in a final pass.
     fn early_pass(
         &mut self,
         id: u32,
-        now_ms: u64,
         budget: usize,
         step: &mut Advance,
         expired: &mut impl FnMut(T),
@@ -441,16 +467,8 @@ impl<T> TimingWheel<T> {
         let mut cursor = self.buckets[id as usize].cursor;
         while cursor != NIL {
             if step.moved >= budget {
-                // Resume after everything due now (so one slice of the pass
-                // runs per millisecond, between the buckets that are due),
-                // but before the bucket's own range starts: nothing due at
-                // or after `expiration` may be processed first, or the
-                // level's clock would pass this bucket and its slot could
-                // take entries of a later round.
-                let bucket = &mut self.buckets[id as usize];
-                bucket.cursor = cursor;
-                let resume = (now_ms + 1).min(bucket.expiration() - 1);
-                self.offer(resume, id);
+                self.buckets[id as usize].cursor = cursor;
+                self.paused.push(id);
                 return;
             }
             let index = cursor;
@@ -534,6 +552,7 @@ impl<T> TimingWheel<T> {
             *bucket = Bucket::EMPTY;
         }
         self.flushing = None;
+        self.paused.clear();
         self.queue.clear();
         tasks
     }
