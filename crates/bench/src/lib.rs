@@ -7,6 +7,9 @@
 //! - [`w1`]: W1, timer churn on a virtual clock (single thread): this crate's
 //!   `timer::TimingWheel` against [`peers::binary_heap`] and tokio-util's
 //!   `DelayQueue` on a paused runtime.
+//! - [`w2`]: W2, the purgatory under Kafka's purgatory performance tool's
+//!   load: `purgatory::Purgatory` with completion by force-complete
+//!   (`purgatory`) or through `check_and_complete` (`purgatory_check`).
 //! - [`w3`]: W3, concurrent adds on the real clock with a reaper running:
 //!   `timer::Timer` + `timer::Reaper` against [`peers::mutex_binary_heap`].
 //! - [`rng`]: the seeded SplitMix64 every workload draws its delays from.
@@ -17,9 +20,9 @@
 //! - [`child`]: running one implementation in a child process of the runner,
 //!   so that each gets a clean address space for its memory figures.
 //!
-//! W2 (the purgatory workload) will be a sibling module `w2` with the same
-//! shape: a parameter struct, one `run_*` function per implementation
-//! returning a [`report::Record`], and a list of target checks.
+//! Each workload module has the same shape: a parameter struct, a `run`
+//! function per implementation returning a result that converts to a
+//! [`report::Record`], and a list of target checks.
 #![warn(missing_docs, missing_debug_implementations)]
 
 pub mod child;
@@ -29,6 +32,7 @@ pub mod rng;
 pub mod rss;
 pub mod stats;
 pub mod w1;
+pub mod w2;
 pub mod w3;
 
 /// One check of a published target ("timer total ≤ 0.8 × fastest peer"),

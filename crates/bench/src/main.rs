@@ -3,6 +3,8 @@
 //!
 //! ```text
 //! purgatory-bench w1 [--n N] [--seed S] [--rounds R] [--json] [--only a,b]
+//! purgatory-bench w2 [--num N --rate R] [--timeout MS] [--pct50 MS] [--pct75 MS]
+//!                    [--keys K] [--key-space-size S] [--seed S] [--rounds R] [--json]
 //! purgatory-bench w3 [--n N] [--producers P] [--seed S] [--rounds R] [--json]
 //! ```
 //!
@@ -11,10 +13,14 @@
 //! of implementations rotated each round; the figures reported are the
 //! medians over rounds (`report::aggregate`). `--in-process` runs everything
 //! in this process instead (memory figures are then less clean).
+//!
+//! W2 without `--num` and `--rate` measures its two standard runs
+//! (1,000,000 requests at 1,000,000/s, then 100,000 at 10,000/s), each in
+//! both completion modes, and reports them in one table.
 
 use clap::{Args, Parser, Subcommand};
 use purgatory_bench::report::{self, Record};
-use purgatory_bench::{child, w1, w3, TargetCheck};
+use purgatory_bench::{child, w1, w2, w3, TargetCheck};
 use std::process::ExitCode;
 
 #[derive(Debug, Parser)]
@@ -32,6 +38,9 @@ struct Cli {
 enum Workload {
     /// W1: timer churn on a virtual clock (add N, cancel N/2, expire).
     W1(W1Args),
+    /// W2: the purgatory under Kafka's purgatory performance tool's load
+    /// (real clock, reaper running), completing by force or by checks.
+    W2(W2Args),
     /// W3: concurrent adds on the real clock with a reaper running.
     W3(W3Args),
 }
@@ -46,7 +55,7 @@ struct Common {
     #[arg(long, default_value_t = 42)]
     seed: u64,
     /// Rounds to run (implementations interleaved); medians are reported.
-    /// Default: 5 for W1, 3 for W3.
+    /// Default: 5 for W1, 1 for W2, 3 for W3.
     #[arg(long)]
     rounds: Option<usize>,
     /// Run only these implementations (comma-separated).
@@ -74,6 +83,34 @@ struct W1Args {
 }
 
 #[derive(Debug, Clone, Args)]
+struct W2Args {
+    #[command(flatten)]
+    common: Common,
+    /// Number of requests (default 1,000,000). Without --num and --rate,
+    /// both standard runs are measured.
+    #[arg(long)]
+    num: Option<usize>,
+    /// Target rate, requests per second (default 1,000,000).
+    #[arg(long)]
+    rate: Option<f64>,
+    /// Request timeout, ms.
+    #[arg(long, default_value_t = 1000)]
+    timeout: u64,
+    /// Median latency, ms (log-normal).
+    #[arg(long, default_value_t = 50.0)]
+    pct50: f64,
+    /// 75th-percentile latency, ms (log-normal).
+    #[arg(long, default_value_t = 75.0)]
+    pct75: f64,
+    /// Keys per request (drawn once; every request watches the same keys).
+    #[arg(long, default_value_t = 3)]
+    keys: usize,
+    /// Size of the key space the keys are drawn from.
+    #[arg(long, default_value_t = 100)]
+    key_space_size: u64,
+}
+
+#[derive(Debug, Clone, Args)]
 struct W3Args {
     #[command(flatten)]
     common: Common,
@@ -95,7 +132,9 @@ type ChildArgs<'a> = Box<dyn Fn(&str) -> Vec<String> + 'a>;
 
 /// What differs between workloads, for the shared driver [`run_workload`].
 struct WorkloadSpec<'a> {
-    name: &'static str,
+    /// The workload's name, with the run's parameters where one workload
+    /// has several runs (progress lines and error messages).
+    name: String,
     impls: &'static [&'static str],
     default_rounds: usize,
     spread: &'static [&'static str],
@@ -123,7 +162,7 @@ fn main() -> ExitCode {
             run_workload(
                 &a.common,
                 WorkloadSpec {
-                    name: "w1",
+                    name: "w1".into(),
                     impls: w1::IMPLS,
                     default_rounds: 5,
                     spread: w1::SPREAD,
@@ -154,6 +193,7 @@ fn main() -> ExitCode {
                 },
             )
         }
+        Workload::W2(a) => run_w2(a),
         Workload::W3(a) => {
             let params = w3::W3Params {
                 n: a.n,
@@ -166,7 +206,7 @@ fn main() -> ExitCode {
             run_workload(
                 &a.common,
                 WorkloadSpec {
-                    name: "w3",
+                    name: "w3".into(),
                     impls: w3::IMPLS,
                     default_rounds: 3,
                     spread: w3::SPREAD,
@@ -218,7 +258,27 @@ fn run_workload(common: &Common, w: WorkloadSpec<'_>) -> Result<(), String> {
         println!("{}", record.to_json());
         return Ok(());
     }
+    let merged = measure(common, &w)?;
+    print_report(
+        common,
+        &w.describe,
+        w.columns,
+        w.targets,
+        &merged,
+        rounds(common, &w),
+    );
+    Ok(())
+}
 
+/// The number of rounds to run.
+fn rounds(common: &Common, w: &WorkloadSpec<'_>) -> usize {
+    common.rounds.unwrap_or(w.default_rounds).max(1)
+}
+
+/// Runs every selected implementation for several interleaved rounds (each
+/// in a child process unless `--in-process`) and returns one record per
+/// implementation: the medians over rounds.
+fn measure(common: &Common, w: &WorkloadSpec<'_>) -> Result<Vec<Record>, String> {
     let impls: Vec<&str> = if common.only.is_empty() {
         w.impls.to_vec()
     } else {
@@ -236,7 +296,7 @@ fn run_workload(common: &Common, w: WorkloadSpec<'_>) -> Result<(), String> {
             .filter(|i| common.only.iter().any(|o| o == i))
             .collect()
     };
-    let rounds = common.rounds.unwrap_or(w.default_rounds).max(1);
+    let rounds = rounds(common, w);
     let mut per_impl: Vec<Vec<Record>> = vec![Vec::new(); impls.len()];
     for round in 0..rounds {
         // Rotate the order each round so no implementation always runs first.
@@ -255,17 +315,28 @@ fn run_workload(common: &Common, w: WorkloadSpec<'_>) -> Result<(), String> {
             per_impl[slot].push(record);
         }
     }
-    let merged: Vec<Record> = per_impl
+    Ok(per_impl
         .iter()
         .filter_map(|rs| report::aggregate(rs, w.spread))
-        .collect();
+        .collect())
+}
 
+/// Prints the merged records: JSON lines with `--json`, else a heading, the
+/// table and the target checks.
+fn print_report(
+    common: &Common,
+    describe: &str,
+    columns: &[(&str, &str)],
+    targets: fn(&[Record]) -> Vec<TargetCheck>,
+    merged: &[Record],
+    rounds: usize,
+) {
     if common.json {
-        for r in &merged {
+        for r in merged {
             println!("{}", r.to_json());
         }
     } else {
-        println!("{}", w.describe);
+        println!("{describe}");
         println!(
             "medians of {rounds} interleaved round(s){}",
             if common.in_process {
@@ -275,12 +346,104 @@ fn run_workload(common: &Common, w: WorkloadSpec<'_>) -> Result<(), String> {
             }
         );
         println!();
-        print!("{}", report::table(&merged, w.columns));
+        print!("{}", report::table(merged, columns));
         println!();
         println!("targets:");
-        for c in (w.targets)(&merged) {
+        for c in targets(merged) {
             println!("  [{:>6}] {}", c.verdict(), c.description);
         }
     }
+}
+
+/// W2: one run (`--num`/`--rate` given, or child mode) or the two standard
+/// runs, each in both completion modes, reported in one table.
+fn run_w2(a: &W2Args) -> Result<(), String> {
+    let defaults = w2::W2Params::default();
+    let base = w2::W2Params {
+        num: a.num.unwrap_or(defaults.num),
+        rate: a.rate.unwrap_or(defaults.rate),
+        timeout_ms: a.timeout,
+        pct50: a.pct50,
+        pct75: a.pct75,
+        keys: a.keys,
+        key_space_size: a.key_space_size,
+        seed: a.common.seed,
+    };
+    base.validate()?;
+    let runs: Vec<w2::W2Params> = if a.num.is_none() && a.rate.is_none() {
+        base.standard_runs().to_vec()
+    } else {
+        vec![base.clone()]
+    };
+    let spec = |p: w2::W2Params| {
+        let here = p.clone();
+        WorkloadSpec {
+            name: format!("w2 {} at {}/s", p.num, p.rate),
+            impls: w2::IMPLS,
+            default_rounds: 1,
+            spread: w2::SPREAD,
+            columns: w2::COLUMNS,
+            run_here: Box::new(move |name| w2::run(name, &here).map(|r| r.to_record())),
+            child_args: Box::new(move |name| {
+                strings(&[
+                    "w2",
+                    "--json",
+                    "--impl",
+                    name,
+                    "--num",
+                    &p.num.to_string(),
+                    "--rate",
+                    &p.rate.to_string(),
+                    "--timeout",
+                    &p.timeout_ms.to_string(),
+                    "--pct50",
+                    &p.pct50.to_string(),
+                    "--pct75",
+                    &p.pct75.to_string(),
+                    "--keys",
+                    &p.keys.to_string(),
+                    "--key-space-size",
+                    &p.key_space_size.to_string(),
+                    "--seed",
+                    &p.seed.to_string(),
+                ])
+            }),
+            targets: w2::targets,
+            describe: String::new(),
+        }
+    };
+    if a.common.child_impl.is_some() {
+        return run_workload(&a.common, spec(base));
+    }
+    let mut merged = Vec::new();
+    let mut rounds_run = 1;
+    for p in &runs {
+        let w = spec(p.clone());
+        rounds_run = rounds(&a.common, &w);
+        merged.extend(measure(&a.common, &w)?);
+    }
+    let describe = format!(
+        "W2 purgatory (Kafka's TestPurgatoryPerformance): keys {} (seed {}, {} of {}), latency log-normal pct50 {} ms pct75 {} ms, timeout {} ms, {} B per request; runs: {} (real clock, reaper running)",
+        w2::choose_keys(base.seed, base.keys, base.key_space_size).join(","),
+        base.seed,
+        base.keys,
+        base.key_space_size,
+        base.pct50,
+        base.pct75,
+        base.timeout_ms,
+        w2::DATA_BYTES,
+        runs.iter()
+            .map(|p| format!("{} at {}/s", p.num, p.rate))
+            .collect::<Vec<_>>()
+            .join(", "),
+    );
+    print_report(
+        &a.common,
+        &describe,
+        w2::COLUMNS,
+        w2::targets,
+        &merged,
+        rounds_run,
+    );
     Ok(())
 }
