@@ -4,7 +4,8 @@
 //! ```text
 //! purgatory-bench w1 [--n N] [--seed S] [--rounds R] [--json] [--only a,b]
 //! purgatory-bench w2 [--num N --rate R] [--timeout MS] [--pct50 MS] [--pct75 MS]
-//!                    [--keys K] [--key-space-size S] [--seed S] [--rounds R] [--json]
+//!                    [--keys K] [--key-space-size S] [--seed S] [--pace-ms P]
+//!                    [--rounds R] [--json]
 //! purgatory-bench w3 [--n N] [--producers P] [--seed S] [--rounds R] [--json]
 //! ```
 //!
@@ -108,6 +109,11 @@ struct W2Args {
     /// Size of the key space the keys are drawn from.
     #[arg(long, default_value_t = 100)]
     key_space_size: u64,
+    /// Smallest interval between two timed sleeps of the run's clock
+    /// thread, ms: 1 is Kafka's millisecond clock; more lets requests be
+    /// issued and completed up to that many ms late, for fewer wake-ups.
+    #[arg(long, default_value_t = 1)]
+    pace_ms: u64,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -368,6 +374,7 @@ fn run_w2(a: &W2Args) -> Result<(), String> {
         keys: a.keys,
         key_space_size: a.key_space_size,
         seed: a.common.seed,
+        pace_ms: a.pace_ms,
     };
     base.validate()?;
     let runs: Vec<w2::W2Params> = if a.num.is_none() && a.rate.is_none() {
@@ -406,6 +413,8 @@ fn run_w2(a: &W2Args) -> Result<(), String> {
                     &p.key_space_size.to_string(),
                     "--seed",
                     &p.seed.to_string(),
+                    "--pace-ms",
+                    &p.pace_ms.to_string(),
                 ])
             }),
             targets: w2::targets,
@@ -423,7 +432,7 @@ fn run_w2(a: &W2Args) -> Result<(), String> {
         merged.extend(measure(&a.common, &w)?);
     }
     let describe = format!(
-        "W2 purgatory (Kafka's TestPurgatoryPerformance): keys {} (seed {}, {} of {}), latency log-normal pct50 {} ms pct75 {} ms, timeout {} ms, {} B per request; runs: {} (real clock, reaper running)",
+        "W2 purgatory (Kafka's TestPurgatoryPerformance): keys {} (seed {}, {} of {}), latency log-normal pct50 {} ms pct75 {} ms, timeout {} ms, {} B per request, pace {} ms; runs: {} (real clock, reaper running)",
         w2::choose_keys(base.seed, base.keys, base.key_space_size).join(","),
         base.seed,
         base.keys,
@@ -432,6 +441,7 @@ fn run_w2(a: &W2Args) -> Result<(), String> {
         base.pct75,
         base.timeout_ms,
         w2::DATA_BYTES,
+        base.pace_ms,
         runs.iter()
             .map(|p| format!("{} at {}/s", p.num, p.rate))
             .collect::<Vec<_>>()

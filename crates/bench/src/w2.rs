@@ -7,30 +7,45 @@
 //! - **Keys.** `keys` (3) keys `"fakeKey<r>"`, `r` drawn once from
 //!   `[0, key_space_size)` (100) by a seeded PRNG, duplicates allowed
 //!   ([`choose_keys`]). Every request watches the same keys; a duplicate key
-//!   makes each request be watched twice on it, as in Kafka.
+//!   makes each request be watched twice on it, as in Kafka. Keys are
+//!   `&'static str` (leaked once per run), so watching allocates nothing.
 //! - **Arrivals.** Kafka's interval sampler ([`intervals_ms`]): exponential
 //!   gaps with `lambda = rate / 1000` per ms, each kept as its whole number of
 //!   milliseconds with the fractional residue carried to the next gap, so
 //!   arrival times are whole milliseconds and their mean rate is exact. The
-//!   generator (this thread) reads the clock once per request and, when the
-//!   next arrival is still ahead, sleeps until it: at most one sleep per
-//!   millisecond whatever the rate, and none at all while it is behind (at
+//!   generator (the main thread) reads the clock once per request and, when
+//!   the next arrival is still ahead, sleeps until it: at most one sleep per
+//!   millisecond whatever the rate, none at all while it is behind (at
 //!   saturation).
 //! - **Latency.** Log-normal with `mu = ln(pct50)` and
 //!   `sigma = (ln(pct75) − mu) / 0.674490`, truncated to whole ms
 //!   ([`LogNormal`], [`latencies_ms`]).
 //! - **Operations.** [`W2Op`] holds 100 bytes of data inline (no second
-//!   allocation), its due time `creation + latency` in whole ms since the
-//!   run's origin, and a `&'static` reference to the run's counters
-//!   ([`Ctx`], leaked once per run so that no per-request reference count
-//!   is shared between threads). `try_complete` is true once the clock (in
-//!   whole ms, as Kafka's `currentTimeMillis`) has reached the due time.
+//!   allocation: the operation's one allocation is `Operation::new`'s), its
+//!   due time `creation + latency` in whole ms since the run's origin, and a
+//!   `&'static` reference to the run's [`Ctx`] (leaked once per run, so that
+//!   no per-request reference count is shared between threads).
+//!   `try_complete` is true once the clock, in whole ms as Kafka's
+//!   `currentTimeMillis`, has reached the due time; it reads the reading
+//!   the calling thread published just before acting ([`Ctx::publish_ms`]),
+//!   so that a `check_and_complete` scan over thousands of requests costs a
+//!   load per request rather than a clock read.
 //! - **Completion.** A request whose latency is below the timeout goes, once
 //!   watched, to a delay queue ([`DelayQueue`]: a `BinaryHeap` behind a
-//!   mutex and condvar) that the completion thread drains in due order,
-//!   sleeping until the earliest due time (the generator wakes it only when
-//!   it adds an earlier one). The others expire in the purgatory
+//!   mutex and condvar; the generator hands requests over once per
+//!   millisecond) that the completion thread drains in due order, waiting
+//!   while nothing is due. The others expire in the purgatory
 //!   ([`Purgatory::new`]: real clock, tick 1 ms, wheel 20, reaper running).
+//! - **Wake-ups.** A timed sleep is what costs most CPU at low rates (on
+//!   the project's 2-core VM about 28 µs of CPU each, against about 4 µs for
+//!   an untimed wait woken by another thread), so the run has one timed
+//!   sleeper, the *clock thread*: the generator, then the main thread until
+//!   the queue is empty. It sleeps until the next arrival or the queue's
+//!   head, whichever is first, and wakes the completion thread (parked
+//!   without a timeout) in the millisecond its head is due.
+//!   `pace_ms` (default 1: Kafka's millisecond clock) is the least time
+//!   between two of its timed sleeps; more trades timeliness (requests
+//!   issued and completed up to `pace_ms` late) for fewer wake-ups.
 //!
 //! Two completion modes, one row each ([`IMPLS`]):
 //!
@@ -49,7 +64,9 @@
 //! rate"); `cpu_ms` is the process's user + system CPU time
 //! (`getrusage(RUSAGE_SELF)`) from just before the first request until every
 //! request has completed or expired (the generator, the completion thread,
-//! the purgatory's reaper and expiry threads, and the harness's waiting);
+//! the purgatory's reaper and expiry threads, and the harness's waiting),
+//! with the generator's, the completion thread's and the main thread's
+//! share after the last request (`cpu_tail_ms`) as separate fields;
 //! `peak_rss_mb` is the process's peak RSS (`VmHWM`, reset at the start of
 //! the run; it includes the 8 bytes of pre-drawn samples per request);
 //! `watched_after` is [`Purgatory::watched`] once every request is done.
@@ -58,7 +75,9 @@
 //! counts), `expired` counts `on_expiration` calls; they must add up to
 //! `requests`, and `on_complete` must have run exactly that many times
 //! (`bad` counts the difference, `double` a second `on_complete` on one
-//! operation).
+//! operation). `completion_lag_max_ms` is the longest a due request waited
+//! for the completion thread; `clock_sleeps` and `completer_parks` count
+//! the wake-ups.
 //!
 //! Differences from Kafka's tool, by choice: the samples are drawn in order,
 //! one per request, instead of picked at random indices from a pool of a
@@ -127,6 +146,13 @@ pub struct W2Params {
     pub key_space_size: u64,
     /// PRNG seed.
     pub seed: u64,
+    /// Smallest interval between two timed sleeps of the run's clock
+    /// thread, ms (see [`DelayQueue`]). 1, the default, is Kafka's
+    /// millisecond clock: requests are issued and completed in their own
+    /// millisecond. A larger value lets requests be issued and completed up
+    /// to that many milliseconds late, trading timeliness for fewer
+    /// wake-ups.
+    pub pace_ms: u64,
 }
 
 impl Default for W2Params {
@@ -143,6 +169,7 @@ impl Default for W2Params {
             keys: 3,
             key_space_size: 100,
             seed: 42,
+            pace_ms: 1,
         }
     }
 }
@@ -191,6 +218,9 @@ impl W2Params {
         }
         if self.key_space_size == 0 {
             return Err("--key-space-size must be at least 1".into());
+        }
+        if self.pace_ms == 0 {
+            return Err("--pace-ms must be at least 1".into());
         }
         Ok(())
     }
@@ -331,18 +361,26 @@ impl SampleSummary {
 #[repr(align(128))]
 struct Padded<T>(T);
 
-/// What every operation of a run shares: the clock origin, the timeout, and
-/// the callback counters. Leaked once per run (see the module docs).
+/// What every operation of a run shares: the clock origin, the timeout, the
+/// millisecond clock `try_complete` reads, and the callback counters.
+/// Leaked once per run (see the module docs).
 #[derive(Debug)]
 pub struct Ctx {
     origin: Instant,
     timeout: Duration,
+    /// The clock in whole ms, as last read by the generator or the
+    /// completion thread (each publishes its reading before it acts).
+    now_ms: Padded<AtomicU64>,
     /// `on_complete` calls.
     on_complete: Padded<AtomicU64>,
     /// `on_expiration` calls.
     expired: Padded<AtomicU64>,
     /// Second `on_complete` calls on one operation.
     double: Padded<AtomicU64>,
+    /// How many expirations the run waits for ([`u64::MAX`] until known).
+    expire_goal: AtomicU64,
+    /// Signalled when `expired` reaches `expire_goal`.
+    all_expired: (Mutex<()>, Condvar),
 }
 
 impl Ctx {
@@ -351,18 +389,36 @@ impl Ctx {
         Ctx {
             origin: Instant::now(),
             timeout,
+            now_ms: Padded::default(),
             on_complete: Padded::default(),
             expired: Padded::default(),
             double: Padded::default(),
+            expire_goal: AtomicU64::new(u64::MAX),
+            all_expired: (Mutex::new(()), Condvar::new()),
         }
     }
 
-    /// Whole milliseconds since the origin (truncated, as Kafka's
-    /// `currentTimeMillis` is).
+    /// Reads the clock: whole milliseconds since the origin (truncated, as
+    /// Kafka's `currentTimeMillis` is).
     #[inline]
-    pub fn now_ms(&self) -> u64 {
+    pub fn read_clock_ms(&self) -> u64 {
         let d = self.origin.elapsed();
         d.as_secs() * 1000 + u64::from(d.subsec_millis())
+    }
+
+    /// Publishes a clock reading for `try_complete` (the clock only moves
+    /// forward).
+    #[inline]
+    pub fn publish_ms(&self, now_ms: u64) {
+        if self.now_ms.0.load(Ordering::Relaxed) < now_ms {
+            self.now_ms.0.fetch_max(now_ms, Ordering::Relaxed);
+        }
+    }
+
+    /// The last published clock reading.
+    #[inline]
+    pub fn published_ms(&self) -> u64 {
+        self.now_ms.0.load(Ordering::Relaxed)
     }
 
     /// The instant `ms` whole milliseconds after the origin.
@@ -372,7 +428,23 @@ impl Ctx {
 
     /// `on_expiration` calls so far.
     pub fn expired(&self) -> u64 {
-        self.expired.0.load(Ordering::Acquire)
+        self.expired.0.load(Ordering::SeqCst)
+    }
+
+    /// Waits until `goal` operations have expired, or until `give_up`.
+    fn wait_for_expirations(&self, goal: u64, give_up: Instant) {
+        self.expire_goal.store(goal, Ordering::SeqCst);
+        let (lock, cv) = &self.all_expired;
+        let mut guard = lock.lock();
+        while self.expired() < goal {
+            let now = Instant::now();
+            if now >= give_up {
+                break;
+            }
+            // Woken by the expiration that reaches the goal; the timeout
+            // is only a safety net.
+            cv.wait_for(&mut guard, (give_up - now).min(Duration::from_millis(200)));
+        }
     }
 }
 
@@ -405,8 +477,13 @@ impl DelayedOperation for W2Op {
         self.ctx.timeout
     }
 
+    /// Whether the clock has reached the due time. The clock is the reading
+    /// published by the thread calling (the generator publishes its reading
+    /// before it creates and watches a request, the completion thread before
+    /// it completes due ones), so this is a load, not a clock read: a
+    /// `check_and_complete` scan tries every watched request.
     fn try_complete(&self) -> bool {
-        self.ctx.now_ms() >= self.due_ms
+        self.ctx.published_ms() >= self.due_ms
     }
 
     fn on_complete(&self) {
@@ -417,7 +494,12 @@ impl DelayedOperation for W2Op {
     }
 
     fn on_expiration(&self) {
-        self.ctx.expired.0.fetch_add(1, Ordering::Release);
+        let ctx = self.ctx;
+        let expired = ctx.expired.0.fetch_add(1, Ordering::SeqCst) + 1;
+        if expired >= ctx.expire_goal.load(Ordering::SeqCst) {
+            let _guard = ctx.all_expired.0.lock();
+            ctx.all_expired.1.notify_all();
+        }
     }
 }
 
@@ -445,24 +527,33 @@ impl Ord for Due {
     }
 }
 
-/// The completion thread is not sleeping (it will look at the heap again
-/// before it sleeps), so adding needs no wake-up.
-const AWAKE: u64 = 0;
-
 struct QueueState {
     heap: BinaryHeap<Due>,
-    /// The due time the completion thread sleeps until ([`u64::MAX`]: until
-    /// woken), or [`AWAKE`].
-    sleeping_until: u64,
+    /// The completion thread waits for a wake-up.
+    parked: bool,
     closed: bool,
 }
 
 /// Kafka's `CompletionQueue`: a delay queue of requests, ordered by due
-/// time, drained by one completion thread. The producer notifies the
-/// condvar only when the thread sleeps past the new request's due time.
+/// time, drained by one completion thread.
+///
+/// Timed sleeps are expensive (on the project's VM a timed sleep costs
+/// about 28 µs of CPU, an untimed wait woken by another thread about 4 µs),
+/// so the run has a single timed sleeper, the *clock thread* (the generator,
+/// then the main thread once every request is issued), which wakes at most
+/// once per millisecond anyway. The completion thread parks without a
+/// timeout; the clock thread calls [`DelayQueue::wake_if_due`] each time its
+/// millisecond changes and includes the queue's head in the time it sleeps
+/// until. So requests are completed in their due millisecond, as with a
+/// timed wait, for a fraction of the cost.
 pub struct DelayQueue {
     state: Mutex<QueueState>,
     cv: Condvar,
+    /// Due time of the heap's head ([`u64::MAX`] when empty), mirrored
+    /// under the lock for lock-free reads.
+    head_ms: Padded<AtomicU64>,
+    /// `QueueState::parked`, mirrored under the lock.
+    parked: Padded<AtomicBool>,
 }
 
 impl std::fmt::Debug for DelayQueue {
@@ -470,6 +561,7 @@ impl std::fmt::Debug for DelayQueue {
         let s = self.state.lock();
         f.debug_struct("DelayQueue")
             .field("len", &s.heap.len())
+            .field("parked", &s.parked)
             .field("closed", &s.closed)
             .finish()
     }
@@ -487,56 +579,90 @@ impl DelayQueue {
         DelayQueue {
             state: Mutex::new(QueueState {
                 heap: BinaryHeap::new(),
-                sleeping_until: AWAKE,
+                parked: false,
                 closed: false,
             }),
             cv: Condvar::new(),
+            head_ms: Padded(AtomicU64::new(u64::MAX)),
+            parked: Padded(AtomicBool::new(false)),
         }
     }
 
-    /// Adds `op`, due at `due_ms`.
-    pub fn push(&self, due_ms: u64, op: Operation<W2Op>) {
-        let mut s = self.state.lock();
-        let wake = due_ms < s.sleeping_until;
-        s.heap.push(Due { due_ms, op });
-        drop(s);
-        if wake {
-            self.cv.notify_one();
+    /// Moves every request of `batch` into the queue (one lock hold).
+    fn push_all(&self, batch: &mut Vec<Due>) {
+        if batch.is_empty() {
+            return;
         }
+        let mut s = self.state.lock();
+        s.heap.extend(batch.drain(..));
+        self.head_ms.0.store(
+            s.heap.peek().map_or(u64::MAX, |d| d.due_ms),
+            Ordering::Release,
+        );
+    }
+
+    /// Due time of the earliest queued request ([`u64::MAX`] when empty).
+    pub fn head_ms(&self) -> u64 {
+        self.head_ms.0.load(Ordering::Acquire)
+    }
+
+    /// Wakes the completion thread if it is parked and the head is due by
+    /// `now_ms`. Returns whether it woke it.
+    pub fn wake_if_due(&self, now_ms: u64) -> bool {
+        if self.head_ms() > now_ms || !self.parked.0.load(Ordering::Acquire) {
+            return false;
+        }
+        let mut s = self.state.lock();
+        if !s.parked {
+            return false;
+        }
+        s.parked = false;
+        self.parked.0.store(false, Ordering::Release);
+        drop(s);
+        self.cv.notify_one();
+        true
     }
 
     /// No more pushes: the completion thread returns once the queue is empty.
     pub fn close(&self) {
-        self.state.lock().closed = true;
+        let mut s = self.state.lock();
+        s.closed = true;
+        s.parked = false;
+        self.parked.0.store(false, Ordering::Release);
+        drop(s);
         self.cv.notify_one();
     }
 
-    /// Waits until at least one request is due by `ctx`'s clock, then moves
-    /// every due request into `out` (in due order) and returns the clock
-    /// reading. Returns `None` once the queue is closed and empty.
-    fn pop_due(&self, ctx: &Ctx, out: &mut Vec<Due>) -> Option<u64> {
+    /// Moves every request due by `ctx`'s clock into `out` (in due order)
+    /// and returns the clock reading; parks (untimed) while none is due.
+    /// Returns `None` once the queue is closed and empty. Counts the parks
+    /// in `parks`.
+    fn pop_due(&self, ctx: &Ctx, out: &mut Vec<Due>, parks: &mut u64) -> Option<u64> {
         let mut s = self.state.lock();
         loop {
-            let head = match s.heap.peek() {
-                Some(d) => d.due_ms,
+            let now = ctx.read_clock_ms();
+            match s.heap.peek() {
+                Some(d) if d.due_ms <= now => {
+                    while s.heap.peek().is_some_and(|d| d.due_ms <= now) {
+                        out.extend(s.heap.pop());
+                    }
+                    self.head_ms.0.store(
+                        s.heap.peek().map_or(u64::MAX, |d| d.due_ms),
+                        Ordering::Release,
+                    );
+                    return Some(now);
+                }
                 None if s.closed => return None,
-                None => {
-                    s.sleeping_until = u64::MAX;
+                _ => {
+                    // Nothing due: wait for the clock thread (or a close).
+                    *parks += 1;
+                    s.parked = true;
+                    self.parked.0.store(true, Ordering::Release);
                     self.cv.wait(&mut s);
-                    s.sleeping_until = AWAKE;
-                    continue;
+                    s.parked = false;
+                    self.parked.0.store(false, Ordering::Release);
                 }
-            };
-            let now = ctx.now_ms();
-            if head <= now {
-                while s.heap.peek().is_some_and(|d| d.due_ms <= now) {
-                    out.extend(s.heap.pop());
-                }
-                return Some(now);
             }
-            s.sleeping_until = head;
-            self.cv.wait_until(&mut s, ctx.instant_at(head));
-            s.sleeping_until = AWAKE;
         }
     }
 }
@@ -550,6 +676,10 @@ struct CompleterStats {
     checks: u64,
     /// Largest `now − due` at the time a request was taken, ms.
     lag_max_ms: u64,
+    /// Times it parked waiting for a due request.
+    parks: u64,
+    /// Its own CPU time.
+    cpu: Option<Duration>,
 }
 
 /// The completion thread: takes due requests in due order and completes them
@@ -562,9 +692,11 @@ fn complete_loop(
     keys: &[&'static str],
     check: bool,
 ) -> CompleterStats {
+    let cpu0 = thread_cpu();
     let mut stats = CompleterStats::default();
     let mut batch: Vec<Due> = Vec::new();
-    while let Some(now) = queue.pop_due(ctx, &mut batch) {
+    while let Some(now) = queue.pop_due(ctx, &mut batch, &mut stats.parks) {
+        ctx.publish_ms(now);
         if let Some(first) = batch.first() {
             stats.lag_max_ms = stats.lag_max_ms.max(now.saturating_sub(first.due_ms));
         }
@@ -582,7 +714,73 @@ fn complete_loop(
             }
         }
     }
+    stats.cpu = cpu_since(cpu0, thread_cpu());
     stats
+}
+
+/// The run's clock thread (see [`DelayQueue`]): sleeps until the next
+/// millisecond in which something is due, never sooner than `pace_ms` after
+/// its previous wake-up, and wakes the completion thread when its head is
+/// due.
+struct ClockThread<'a> {
+    ctx: &'a Ctx,
+    queue: &'a DelayQueue,
+    pace_ms: u64,
+    last_wake_ms: u64,
+    /// Timed sleeps taken.
+    sleeps: u64,
+}
+
+impl ClockThread<'_> {
+    /// Sleeps until `until_ms` or the queue's head, whichever is first, but
+    /// at least until the next millisecond and `pace_ms` after the last
+    /// wake-up; then wakes the completion thread if its head is due.
+    /// Returns the clock reading after the sleep.
+    fn sleep(&mut self, until_ms: u64, now_ms: u64) -> u64 {
+        let target = until_ms
+            .min(self.queue.head_ms())
+            .max(now_ms + 1)
+            .max(self.last_wake_ms + self.pace_ms);
+        let wake = self.ctx.instant_at(target);
+        let now = Instant::now();
+        if wake > now {
+            thread::sleep(wake - now);
+            self.sleeps += 1;
+        }
+        self.last_wake_ms = target;
+        let now_ms = self.ctx.read_clock_ms();
+        self.queue.wake_if_due(now_ms);
+        now_ms
+    }
+}
+
+/// The calling thread's CPU time.
+#[cfg(unix)]
+pub fn thread_cpu() -> Option<Duration> {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `clock_gettime` writes one `timespec` through the valid
+    // pointer it is given.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    (rc == 0).then(|| {
+        Duration::new(
+            ts.tv_sec.max(0) as u64,
+            ts.tv_nsec.clamp(0, 999_999_999) as u32,
+        )
+    })
+}
+
+/// The calling thread's CPU time (not measured here).
+#[cfg(not(unix))]
+pub fn thread_cpu() -> Option<Duration> {
+    None
+}
+
+/// `b − a` when both readings exist.
+fn cpu_since(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
+    Some(b?.saturating_sub(a?))
 }
 
 /// User + system CPU time of the whole process so far.
@@ -627,6 +825,13 @@ pub struct W2Result {
     pub elapsed: Duration,
     /// Process CPU time over the run (`None` if unavailable).
     pub cpu: Option<Duration>,
+    /// The generator thread's CPU time while issuing requests.
+    pub cpu_generator: Option<Duration>,
+    /// The completion thread's CPU time.
+    pub cpu_completer: Option<Duration>,
+    /// The main thread's CPU time after the last request (clock for the
+    /// completion thread, waiting for expirations).
+    pub cpu_tail: Option<Duration>,
     /// Requests completed (by the generator's first try or the completer).
     pub completed: u64,
     /// Requests expired (`on_expiration` calls).
@@ -642,6 +847,10 @@ pub struct W2Result {
     /// Largest delay between a request's due time and the completion thread
     /// taking it, ms.
     pub completion_lag_max_ms: u64,
+    /// Timed sleeps of the run's clock thread (generator, then main).
+    pub clock_sleeps: u64,
+    /// Times the completion thread parked waiting for a due request.
+    pub completer_parks: u64,
     /// Watch-list entries left once every request was done.
     pub watched_after: usize,
     /// Armed timer entries left once every request was done.
@@ -661,7 +870,8 @@ impl W2Result {
         } else {
             crate::report::Value::Float(self.params.rate)
         };
-        let cpu_ms = self.cpu.map(|c| c.as_secs_f64() * 1e3);
+        let ms = |d: Option<Duration>| d.map(|c| c.as_secs_f64() * 1e3);
+        let cpu_ms = ms(self.cpu);
         Record::new()
             .with("workload", "w2")
             .with("impl", self.impl_name)
@@ -672,6 +882,11 @@ impl W2Result {
             .with("elapsed_ms", self.elapsed.as_secs_f64() * 1e3)
             .with("cpu_ms", cpu_ms)
             .with("cpu_us_per_request", cpu_ms.map(|ms| ms * 1e3 / n as f64))
+            .with("cpu_generator_ms", ms(self.cpu_generator))
+            .with("cpu_completer_ms", ms(self.cpu_completer))
+            .with("cpu_tail_ms", ms(self.cpu_tail))
+            .with("clock_sleeps", self.clock_sleeps)
+            .with("completer_parks", self.completer_parks)
             .with("completed", self.completed)
             .with("expired", self.expired)
             .with("bad", self.bad)
@@ -682,6 +897,7 @@ impl W2Result {
             .with("delayed_after", self.delayed_after)
             .with("checks", self.checks)
             .with("completion_lag_max_ms", self.completion_lag_max_ms)
+            .with("pace_ms", self.params.pace_ms)
             .with("timeout_ms", self.params.timeout_ms)
             .with("pct50", self.params.pct50)
             .with("pct75", self.params.pct75)
@@ -729,29 +945,46 @@ fn drive(impl_name: &'static str, params: &W2Params, check: bool) -> W2Result {
     let purgatory: Purgatory<&'static str, W2Op> = Purgatory::new("fake purgatory");
     let queue = DelayQueue::new();
     let ctx: &'static Ctx = Box::leak(Box::new(Ctx::new(Duration::from_millis(timeout_ms))));
+    // Requests handed to the queue once per millisecond (or per this many).
+    let mut handover: Vec<Due> = Vec::with_capacity(HANDOVER_MAX);
     let cpu0 = process_cpu();
     let start = Instant::now();
 
-    let (end, completer, immediate, rejected) = thread::scope(|s| {
+    let (gen, completer, tail_cpu) = thread::scope(|s| {
         let completer = thread::Builder::new()
             .name("w2-completion".into())
             .spawn_scoped(s, || complete_loop(ctx, &queue, &purgatory, &keys, check))
             .expect("cannot spawn the completion thread");
 
-        let mut arrival_ms = ctx.now_ms();
-        let (mut immediate, mut rejected) = (0u64, 0u64);
+        let gen_cpu0 = thread_cpu();
+        let mut clock = ClockThread {
+            ctx,
+            queue: &queue,
+            pace_ms: params.pace_ms.max(1),
+            last_wake_ms: 0,
+            sleeps: 0,
+        };
+        let mut gen = Generated::default();
+        let mut arrival_ms = ctx.read_clock_ms();
+        let mut last_ms = u64::MAX;
         for (&gap, &latency) in intervals.iter().zip(&latencies) {
             arrival_ms += u64::from(gap);
-            let mut now_ms = ctx.now_ms();
+            let mut now_ms = ctx.read_clock_ms();
             if arrival_ms > now_ms {
-                // Ahead: sleep until the arrival (a whole millisecond, so at
-                // most one sleep per millisecond).
-                let wake = ctx.instant_at(arrival_ms);
-                let now = Instant::now();
-                if wake > now {
-                    thread::sleep(wake - now);
+                // Ahead: hand over, then sleep until the arrival (a whole
+                // millisecond), waking the completion thread on the way.
+                queue.push_all(&mut handover);
+                while now_ms < arrival_ms {
+                    now_ms = clock.sleep(arrival_ms, now_ms);
                 }
-                now_ms = ctx.now_ms();
+            }
+            if now_ms != last_ms {
+                // A new millisecond: publish it, hand over the requests of
+                // the previous one, and wake the completion thread if due.
+                ctx.publish_ms(now_ms);
+                queue.push_all(&mut handover);
+                queue.wake_if_due(now_ms);
+                last_ms = now_ms;
             }
             let latency = u64::from(latency);
             let due_ms = now_ms + latency;
@@ -759,32 +992,47 @@ fn drive(impl_name: &'static str, params: &W2Params, check: bool) -> W2Result {
             let handle = (latency < timeout_ms).then(|| op.clone());
             match purgatory.try_complete_else_watch(op, keys.iter().copied()) {
                 Ok(false) => {
-                    if let Some(handle) = handle {
-                        queue.push(due_ms, handle);
+                    if let Some(op) = handle {
+                        handover.push(Due { due_ms, op });
+                        if handover.len() >= HANDOVER_MAX {
+                            queue.push_all(&mut handover);
+                        }
                     }
                 }
-                Ok(true) => immediate += 1,
-                Err(_) => rejected += 1,
+                Ok(true) => gen.immediate += 1,
+                Err(_) => gen.rejected += 1,
             }
         }
-        let end = Instant::now();
+        gen.end = Instant::now();
+        gen.cpu = cpu_since(gen_cpu0, thread_cpu());
+
+        // Keep the clock going for the completion thread until its queue
+        // is empty, then let it finish.
+        let tail_cpu0 = thread_cpu();
+        queue.push_all(&mut handover);
         queue.close();
+        let mut now_ms = ctx.read_clock_ms();
+        loop {
+            queue.wake_if_due(now_ms);
+            let head = queue.head_ms();
+            if head == u64::MAX {
+                break;
+            }
+            now_ms = clock.sleep(head, now_ms);
+        }
         let completer = completer.join().expect("completion thread panicked");
-        (end, completer, immediate, rejected)
+        gen.sleeps = clock.sleeps;
+        (gen, completer, tail_cpu0)
     });
 
-    // Wait for the expirations.
-    let completed = immediate + completer.completed;
-    let target = n as u64 - rejected;
-    let give_up = end + Duration::from_millis(timeout_ms) + Duration::from_secs(30);
-    while completed + ctx.expired() < target && Instant::now() < give_up {
-        thread::sleep(Duration::from_millis(1));
-    }
+    // Whatever was not completed must expire.
+    let completed = gen.immediate + completer.completed;
+    let target = n as u64 - gen.rejected;
+    let give_up = gen.end + Duration::from_millis(timeout_ms) + Duration::from_secs(30);
+    ctx.wait_for_expirations(target.saturating_sub(completed), give_up);
     let elapsed = start.elapsed();
-    let cpu = match (cpu0, process_cpu()) {
-        (Some(a), Some(b)) => Some(b.saturating_sub(a)),
-        _ => None,
-    };
+    let cpu = cpu_since(cpu0, process_cpu());
+    let tail_cpu = cpu_since(tail_cpu, thread_cpu());
     let watched_after = purgatory.watched();
     let delayed_after = purgatory.delayed();
     let expired = ctx.expired();
@@ -797,19 +1045,55 @@ fn drive(impl_name: &'static str, params: &W2Params, check: bool) -> W2Result {
         params: params.clone(),
         keys: keys_owned,
         samples,
-        enqueue: end.saturating_duration_since(start),
+        enqueue: gen.end.saturating_duration_since(start),
         elapsed,
         cpu,
+        cpu_generator: gen.cpu,
+        cpu_completer: completer.cpu,
+        cpu_tail: tail_cpu,
         completed,
         expired,
         bad: on_complete.abs_diff(completed + expired),
         double: ctx.double.0.load(Ordering::Relaxed),
-        rejected,
+        rejected: gen.rejected,
         checks: completer.checks,
         completion_lag_max_ms: completer.lag_max_ms,
+        clock_sleeps: gen.sleeps,
+        completer_parks: completer.parks,
         watched_after,
         delayed_after,
         peak_rss_mb,
+    }
+}
+
+/// Most requests the generator buffers before handing them to the queue
+/// (it hands them over at least once per millisecond).
+const HANDOVER_MAX: usize = 4096;
+
+/// What the generator did.
+#[derive(Debug, Clone, Copy)]
+struct Generated {
+    /// When it issued the last request.
+    end: Instant,
+    /// Requests completed by `try_complete_else_watch` itself.
+    immediate: u64,
+    /// Requests `try_complete_else_watch` refused.
+    rejected: u64,
+    /// Timed sleeps of the clock thread (generator and tail).
+    sleeps: u64,
+    /// The generator's own CPU time.
+    cpu: Option<Duration>,
+}
+
+impl Default for Generated {
+    fn default() -> Self {
+        Generated {
+            end: Instant::now(),
+            immediate: 0,
+            rejected: 0,
+            sleeps: 0,
+            cpu: None,
+        }
     }
 }
 
@@ -944,21 +1228,53 @@ mod tests {
     }
 
     #[test]
-    fn delay_queue_hands_out_in_due_order() {
+    fn delay_queue_hands_out_in_due_order_when_the_clock_wakes_it() {
         let ctx: &'static Ctx = Box::leak(Box::new(Ctx::new(Duration::from_secs(1))));
         let q = DelayQueue::new();
-        let now = ctx.now_ms();
-        for due in [now + 3, now, now + 1] {
-            q.push(due, Operation::new(W2Op::new(ctx, due)));
-        }
-        q.close();
-        let mut seen = Vec::new();
-        let mut batch = Vec::new();
-        while q.pop_due(ctx, &mut batch).is_some() {
-            seen.extend(batch.drain(..).map(|d| d.due_ms));
-        }
-        assert_eq!(seen, [now, now + 1, now + 3]);
-        assert!(ctx.now_ms() >= now + 3);
+        let now = ctx.read_clock_ms();
+        let mut batch: Vec<Due> = [now + 3, now, now + 1]
+            .into_iter()
+            .map(|due_ms| Due {
+                due_ms,
+                op: Operation::new(W2Op::new(ctx, due_ms)),
+            })
+            .collect();
+        q.push_all(&mut batch);
+        assert!(batch.is_empty());
+        assert_eq!(q.head_ms(), now);
+        thread::scope(|s| {
+            let consumer = s.spawn(|| {
+                let (mut seen, mut out, mut parks) = (Vec::new(), Vec::new(), 0);
+                while let Some(t) = q.pop_due(ctx, &mut out, &mut parks) {
+                    for d in out.drain(..) {
+                        assert!(d.due_ms <= t, "handed out early");
+                        seen.push(d.due_ms);
+                    }
+                }
+                seen
+            });
+            let mut clock = ClockThread {
+                ctx,
+                queue: &q,
+                pace_ms: 1,
+                last_wake_ms: 0,
+                sleeps: 0,
+            };
+            let mut t = ctx.read_clock_ms();
+            while q.head_ms() != u64::MAX {
+                q.wake_if_due(t);
+                t = clock.sleep(q.head_ms(), t);
+            }
+            q.close();
+            assert_eq!(consumer.join().unwrap(), [now, now + 1, now + 3]);
+            // At most one timed sleep per millisecond.
+            assert!(
+                clock.sleeps <= ctx.read_clock_ms() - now + 1,
+                "{}",
+                clock.sleeps
+            );
+        });
+        assert!(ctx.read_clock_ms() >= now + 3);
     }
 
     fn tiny(n: usize) -> W2Params {
