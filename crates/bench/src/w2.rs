@@ -99,6 +99,21 @@ use std::time::{Duration, Instant};
 
 /// Implementation (completion mode) names, in the order they are run and
 /// reported.
+/// The fields every W2 JSON line carries (the interface).
+pub const REQUIRED_FIELDS: &[&str] = &[
+    "workload",
+    "impl",
+    "requests",
+    "target_rate",
+    "actual_rate",
+    "cpu_ms",
+    "cpu_us_per_request",
+    "completed",
+    "expired",
+    "peak_rss_mb",
+    "watched_after",
+];
+
 pub const IMPLS: &[&str] = &["purgatory", "purgatory_check"];
 
 /// Fields that get `_min`/`_max` companions when rounds are merged.
@@ -1304,19 +1319,7 @@ mod tests {
         assert_sound(&r);
         assert_eq!(r.checks, 0);
         let rec = r.to_record();
-        for f in [
-            "workload",
-            "impl",
-            "requests",
-            "target_rate",
-            "actual_rate",
-            "cpu_ms",
-            "cpu_us_per_request",
-            "completed",
-            "expired",
-            "peak_rss_mb",
-            "watched_after",
-        ] {
+        for f in REQUIRED_FIELDS {
             assert!(rec.get(f).is_some(), "missing {f}");
         }
         assert_eq!(rec.str("workload"), Some("w2"));

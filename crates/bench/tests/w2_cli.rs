@@ -46,19 +46,7 @@ fn json_rows_for_both_modes_with_the_required_fields() {
     let modes: Vec<_> = rows.iter().map(|r| r.str("impl").unwrap()).collect();
     assert_eq!(modes, ["purgatory", "purgatory_check"]);
     for r in &rows {
-        for f in [
-            "workload",
-            "impl",
-            "requests",
-            "target_rate",
-            "actual_rate",
-            "cpu_ms",
-            "cpu_us_per_request",
-            "completed",
-            "expired",
-            "peak_rss_mb",
-            "watched_after",
-        ] {
+        for f in purgatory_bench::w2::REQUIRED_FIELDS {
             assert!(r.get(f).is_some(), "missing {f} in {r:?}");
         }
         assert_eq!(r.str("workload"), Some("w2"));
