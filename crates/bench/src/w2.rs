@@ -97,8 +97,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-/// Implementation (completion mode) names, in the order they are run and
-/// reported.
 /// The fields every W2 JSON line carries (the interface).
 pub const REQUIRED_FIELDS: &[&str] = &[
     "workload",
@@ -114,6 +112,8 @@ pub const REQUIRED_FIELDS: &[&str] = &[
     "watched_after",
 ];
 
+/// Implementation (completion mode) names, in the order they are run and
+/// reported.
 pub const IMPLS: &[&str] = &["purgatory", "purgatory_check"];
 
 /// Fields that get `_min`/`_max` companions when rounds are merged.
