@@ -30,7 +30,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use timer::{Clock, ConfigError, Reaper, ShutdownError};
+use timer::{Clock, ConfigError, Reaper, ShutdownError, TimerBuilder};
 
 use crate::error::PurgatoryError;
 use crate::home::Home;
@@ -60,9 +60,8 @@ pub enum ShutdownPolicy {
 #[derive(Debug, Clone)]
 pub struct PurgatoryBuilder {
     name: String,
-    clock: Option<Arc<dyn Clock>>,
-    tick: Duration,
-    wheel_size: usize,
+    /// Tick, wheel size and clock of the purgatory's timer.
+    timer: TimerBuilder,
     reaper: bool,
     reaper_poll_interval: Duration,
     shutdown_policy: ShutdownPolicy,
@@ -75,10 +74,8 @@ impl PurgatoryBuilder {
 
     fn new(name: String) -> Self {
         PurgatoryBuilder {
+            timer: TimerBuilder::new().name(name.clone()),
             name,
-            clock: None,
-            tick: Duration::from_millis(1),
-            wheel_size: 20,
             reaper: true,
             reaper_poll_interval: Reaper::DEFAULT_POLL_INTERVAL,
             shutdown_policy: ShutdownPolicy::Drop,
@@ -95,19 +92,19 @@ impl PurgatoryBuilder {
     /// A clock shared with other components (e.g. several purgatories and a
     /// simulation driving one [`ManualClock`](timer::ManualClock)).
     pub fn shared_clock(mut self, clock: Arc<dyn Clock>) -> Self {
-        self.clock = Some(clock);
+        self.timer = self.timer.shared_clock(clock);
         self
     }
 
     /// The timer's tick (default 1 ms; a whole number of milliseconds).
     pub fn tick(mut self, tick: Duration) -> Self {
-        self.tick = tick;
+        self.timer = self.timer.tick(tick);
         self
     }
 
     /// The number of buckets per timing-wheel level (default 20).
     pub fn wheel_size(mut self, wheel_size: usize) -> Self {
-        self.wheel_size = wheel_size;
+        self.timer = self.timer.wheel_size(wheel_size);
         self
     }
 
@@ -154,14 +151,7 @@ impl PurgatoryBuilder {
         if self.reaper && self.reaper_poll_interval.is_zero() {
             return Err(PurgatoryError::ZeroReaperPollInterval);
         }
-        let mut timer = timer::TimerBuilder::new()
-            .tick(self.tick)
-            .wheel_size(self.wheel_size)
-            .name(self.name.clone());
-        if let Some(clock) = self.clock {
-            timer = timer.shared_clock(clock);
-        }
-        let timer = Arc::new(timer.build::<ExpiryTask<Op>>()?);
+        let timer = Arc::new(self.timer.build::<ExpiryTask<Op>>()?);
         let reaper = if self.reaper {
             let reaper = Reaper::try_start(timer.clone(), self.reaper_poll_interval)
                 .map_err(|e| PurgatoryError::Config(ConfigError::Spawn(e.to_string())))?;

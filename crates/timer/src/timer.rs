@@ -350,7 +350,6 @@ impl<T: TimerTask> Timer<T> {
             return self.run_now(task);
         }
         let deadline_ms = now.saturating_add(delay).div_ceil(NANOS_PER_MS);
-        let delay_ms = deadline_ms - now / NANOS_PER_MS; // so deadline - delay = now, in ms
         let index = shard_hint() % self.shards.len();
         let shard = &self.shards[index];
         let mut state = shard.state.lock();
@@ -368,7 +367,7 @@ impl<T: TimerTask> Timer<T> {
                 }
                 // Expiry is running behind (the reaper or the executor is
                 // starved of CPU, e.g. by adders on every core): let them in.
-                let behind = state.armed.saturating_add(EXPIRY_LAG_MS) <= deadline_ms - delay_ms;
+                let behind = state.armed.saturating_add(EXPIRY_LAG_MS) <= now / NANOS_PER_MS;
                 shard.release(state);
                 if behind {
                     std::thread::yield_now();
