@@ -27,22 +27,35 @@ pub(crate) const NOT_PAUSED: u32 = u32::MAX - 1;
 pub(crate) struct Bucket {
     head: u32,
     tail: u32,
+    /// Entries linked.
+    len: u32,
     /// Where a paused early pass resumes (an entry, or `NIL` at the end), or
-    /// [`NOT_PAUSED`]. See the wheel's `early_pass`.
+    /// [`NOT_PAUSED`]. See the wheel's `pass`.
     pub(crate) cursor: u32,
     expiration: u64,
+    /// A lower bound on the deadlines of the entries waiting for the
+    /// bucket's final pass (see the wheel's `pass`): maintained by the
+    /// wheel, which uses it to tell how long that pass may be put off.
+    pub(crate) min_deadline: u64,
 }
 
 impl Bucket {
     pub(crate) const EMPTY: Bucket = Bucket {
         head: NIL,
         tail: NIL,
+        len: 0,
         cursor: NOT_PAUSED,
         expiration: NO_EXPIRATION,
+        min_deadline: u64::MAX,
     };
 
     pub(crate) fn is_empty(&self) -> bool {
         self.head == NIL
+    }
+
+    /// Number of entries linked.
+    pub(crate) fn len(&self) -> usize {
+        self.len as usize
     }
 
     /// The first entry, or [`NIL`].
@@ -76,6 +89,7 @@ impl Bucket {
             entries.slot_mut(tail).next = index;
         }
         self.tail = index;
+        self.len += 1;
     }
 
     /// Unlinks entry `index`, which must be in this bucket.
@@ -101,6 +115,7 @@ impl Bucket {
         } else {
             entries.slot_mut(next).prev = prev;
         }
+        self.len -= 1;
     }
 
     /// Unlinks and returns the first entry, if any.
@@ -142,11 +157,13 @@ mod tests {
         bucket.unlink(&mut entries, ids[0]); // head
         bucket.unlink(&mut entries, ids[4]); // tail
         assert_eq!(collect(&bucket, &entries), vec![ids[1], ids[3]]);
+        assert_eq!(bucket.len(), 2);
         assert_eq!(entries.slot(ids[2]).bucket, UNLINKED);
         assert_eq!(bucket.pop_front(&mut entries), Some(ids[1]));
         assert_eq!(bucket.pop_front(&mut entries), Some(ids[3]));
         assert_eq!(bucket.pop_front(&mut entries), None);
         assert!(bucket.is_empty());
+        assert_eq!(bucket.len(), 0);
     }
 
     #[test]

@@ -24,9 +24,11 @@
 //! shard, adders release that shard's lock fairly (handing it over rather
 //! than re-taking it), and an adder that sees its shard's due work lag the
 //! clock by [`EXPIRY_LAG_MS`] or more yields its CPU once, so the reaper and
-//! the executor get to run even when adders keep every core busy. Early
-//! passes over coarse buckets (see [`TimingWheel`]) yield to due buckets
-//! between chunks, and shards with due work take turns chunk by chunk.
+//! the executor get to run even when adders keep every core busy. Passes
+//! over coarse buckets (see [`TimingWheel`]) yield to due buckets between
+//! chunks and are spread over the ticks of their slack, a share per wake-up,
+//! so the reaper is never busy for long; shards with due work take turns
+//! chunk by chunk.
 //!
 //! Lock order: a shard's lock, then a delay queue's lock; never the reverse.
 //!
@@ -429,9 +431,19 @@ impl<T: TimerTask> Timer<T> {
     /// next other shard's wake-up, so shards are expired in due order (and
     /// the executor gets tasks in deadline order). Returns whether any
     /// bucket was due.
+    ///
+    /// Passes over coarse buckets that have slack left (see the wheel's
+    /// `lead`) are not worked through in one go: each call does the share
+    /// [`TimingWheel::background_allowance`] asks for, and the shard is
+    /// woken again a tick later for more. A long burst of cascading would
+    /// otherwise keep this thread busy for milliseconds, and on a machine
+    /// whose scheduler packs threads onto one CPU the executor would wait
+    /// behind it.
     fn advance_shard(&self, index: usize) -> bool {
         let shard = &self.shards[index];
         let mut any = false;
+        // Entries left to move in the background, once the due work is done.
+        let mut allowance: Option<usize> = None;
         loop {
             let now = self.clock.now_ms();
             let until = self
@@ -439,29 +451,53 @@ impl<T: TimerTask> Timer<T> {
                 .peek_expiration()
                 .map_or(now, |next| next.min(now));
             let mut expired = Vec::new();
-            let (step, yielded) = {
+            let (step, finished, yielded) = {
                 let mut state = shard.lock_for_advance();
                 if self.shut_down.load(Ordering::Acquire) {
                     return any;
                 }
-                let step = state
-                    .wheel
-                    .advance_bounded(until, FLUSH_CHUNK, |task| expired.push(task));
-                shard.size.store(state.wheel.len(), Ordering::Relaxed);
+                let wheel = &mut state.wheel;
+                let step = match allowance {
+                    None => wheel.advance_due(until, FLUSH_CHUNK, |task| expired.push(task)),
+                    Some(left) => wheel
+                        .advance_bounded(until, left.min(FLUSH_CHUNK), |task| expired.push(task)),
+                };
+                let finished = match &mut allowance {
+                    None if step.done && wheel.has_paused_passes() => {
+                        // Due work done: on to the background share. At
+                        // least a chunk per wake-up, so that a pass with much
+                        // slack does not wake the thread for nothing.
+                        allowance = Some(wheel.background_allowance(now).max(FLUSH_CHUNK));
+                        false
+                    }
+                    None => step.done,
+                    Some(left) => {
+                        *left = left.saturating_sub(step.moved);
+                        step.done || *left == 0
+                    }
+                };
+                shard.size.store(wheel.len(), Ordering::Relaxed);
                 // Stop when done, or when another shard has due work: shards
                 // with due work take turns chunk by chunk.
-                let yielded = !step.done
+                let yielded = !finished
                     && self
                         .queue
                         .peek_expiration()
                         .is_some_and(|theirs| theirs <= now);
-                if step.done || yielded {
+                if finished || yielded {
                     // Buckets offered by the flush, or by adds between its
                     // chunks, are all covered by the wheel's next expiration.
                     // A shard that yields has work due now: it queues behind
-                    // the shards that are due.
-                    state.wheel.take_earliest_offered();
-                    let next = state.wheel.next_expiration();
+                    // the shards that are due. Paused passes resume a tick
+                    // later, unless something is due sooner.
+                    wheel.take_earliest_offered();
+                    let next = wheel.next_due_expiration();
+                    let next = if wheel.has_paused_passes() {
+                        let later = now.saturating_add(self.tick_ms);
+                        Some(next.map_or(later, |n| n.min(later)))
+                    } else {
+                        next
+                    };
                     state.armed = match next {
                         Some(next) if yielded => next.max(now),
                         Some(next) => next,
@@ -471,7 +507,7 @@ impl<T: TimerTask> Timer<T> {
                         self.queue.offer(state.armed, index);
                     }
                 }
-                (step, yielded)
+                (step, finished, yielded)
             };
             any |= step.buckets > 0 || step.moved > 0;
             if !expired.is_empty() {
@@ -485,7 +521,7 @@ impl<T: TimerTask> Timer<T> {
                     );
                 }
             }
-            if step.done || yielded {
+            if finished || yielded {
                 return any;
             }
         }

@@ -41,6 +41,15 @@
 //! through empty ticks. When no bucket is due any more, every level's time
 //! moves up to `now`, which is safe because no bucket due by then is left.
 //!
+//! A bucket of level 1 or above is not cascaded all at once when its range
+//! starts, as in Kafka: an *early pass* half its tick before moves the
+//! entries the level below can already hold, and a *final pass* at its start
+//! moves the rest. Both run in budget-sized slices that give way to due
+//! buckets until they run out of slack (their `finish_by`: no entry they
+//! still have to move is due earlier). See `lead` and `pass`;
+//! [`TimingWheel::advance_due`] and [`TimingWheel::background_allowance`]
+//! let an owner spread the passes over the ticks of their slack.
+//!
 //! # Never early
 //!
 //! [`TimingWheel::insert`] rounds deadlines *up* to a multiple of the tick,
@@ -147,12 +156,25 @@ pub struct TimingWheel<T> {
     /// A due bucket popped from the queue whose final pass is not finished
     /// yet (see `advance_bounded`).
     flushing: Option<Flush>,
-    /// Buckets whose early pass ran out of budget, in the order they paused;
-    /// each keeps its resume point in `Bucket::cursor`.
-    paused: Vec<u32>,
+    /// Passes over coarse buckets that ran out of budget, in the order they
+    /// paused; each keeps its resume point in `Bucket::cursor`.
+    paused: Vec<Paused>,
     /// The earliest due time offered to the queue since the last
     /// [`take_earliest_offered`](Self::take_earliest_offered), or `u64::MAX`.
     earliest_offered: u64,
+}
+
+/// A pass over a coarse bucket (level 1 or above) that ran out of budget.
+#[derive(Debug, Clone, Copy)]
+struct Paused {
+    bucket: u32,
+    /// The queue time the pass was started at (reported by
+    /// `next_expiration`: the pass is overdue work).
+    start: u64,
+    /// The pass must be finished before anything due at or after this time
+    /// is taken: no entry it still has to move is due earlier, and the
+    /// level's clock cannot pass the bucket before it.
+    finish_by: u64,
 }
 
 /// A final pass over one due bucket, resumable across `advance_bounded` calls.
@@ -259,11 +281,17 @@ impl<T> TimingWheel<T> {
         if let Some(flush) = self.flushing {
             return Some(flush.due);
         }
-        let paused = self.paused.iter().map(|&id| {
-            let level = id as usize / self.wheel_size as usize;
-            self.buckets[id as usize].expiration() - self.lead(level)
-        });
+        let paused = self.paused.iter().map(|p| p.start);
         paused.chain(self.queue.peek_expiration()).min()
+    }
+
+    /// Like [`next_expiration`](Self::next_expiration), but leaving paused
+    /// passes out: when the next bucket is due.
+    pub fn next_due_expiration(&self) -> Option<u64> {
+        match self.flushing {
+            Some(flush) => Some(flush.due),
+            None => self.queue.peek_expiration(),
+        }
     }
 
     /// Rounds `deadline_ms` the way [`insert`](Self::insert) does: up to a
@@ -363,6 +391,47 @@ impl<T> TimingWheel<T> {
         &mut self,
         now_ms: u64,
         budget: usize,
+        expired: impl FnMut(T),
+    ) -> Advance {
+        self.advance_chunk(now_ms, budget, true, expired)
+    }
+
+    /// Like [`advance_bounded`](Self::advance_bounded), but only does what
+    /// cannot wait: due buckets, and paused passes that are out of slack
+    /// (see `Paused`). With paused passes left it still reports `done`; see
+    /// [`background_allowance`](Self::background_allowance) for spreading
+    /// them over the following ticks.
+    pub fn advance_due(&mut self, now_ms: u64, budget: usize, expired: impl FnMut(T)) -> Advance {
+        self.advance_chunk(now_ms, budget, false, expired)
+    }
+
+    /// Whether passes over coarse buckets are paused, waiting for time to
+    /// work on them.
+    pub fn has_paused_passes(&self) -> bool {
+        !self.paused.is_empty()
+    }
+
+    /// How many entries to move in paused passes at `now_ms` so that, done
+    /// every tick, each pass finishes well within its slack: twice each
+    /// pass's bucket length spread over the ticks left before its
+    /// `finish_by`.
+    pub fn background_allowance(&self, now_ms: u64) -> usize {
+        let tick = self.tick_ms();
+        self.paused
+            .iter()
+            .map(|p| {
+                let ticks_left = p.finish_by.saturating_sub(now_ms) / tick;
+                let len = self.buckets[p.bucket as usize].len() as u64;
+                (len.saturating_mul(2) / ticks_left.max(1)) as usize
+            })
+            .fold(0usize, usize::saturating_add)
+    }
+
+    fn advance_chunk(
+        &mut self,
+        now_ms: u64,
+        budget: usize,
+        background: bool,
         mut expired: impl FnMut(T),
     ) -> Advance {
         // Every deadline is at most MAX_DEADLINE_MS, so a later `now` expires
@@ -381,28 +450,43 @@ impl<T> TimingWheel<T> {
                 return step;
             }
             let next_due = self.queue.peek_expiration().filter(|&due| due <= now_ms);
-            // A paused early pass must finish before anything due at or after
-            // its bucket's start is taken, or that level's clock would pass
-            // the bucket and its slot could take entries of a later round.
+            // A paused pass must finish before anything due at or after its
+            // `finish_by` is taken: entries it has yet to move would be late,
+            // or its level's clock would pass the bucket and its slot could
+            // take entries of a later round.
             let must_finish = next_due.and_then(|due| {
                 self.paused
                     .iter()
-                    .position(|&id| self.buckets[id as usize].expiration() <= due)
+                    .enumerate()
+                    .filter(|(_, p)| p.finish_by <= due)
+                    .min_by_key(|(_, p)| p.finish_by)
+                    .map(|(position, _)| position)
             });
             if let Some(position) = must_finish {
-                let id = self.paused.remove(position);
-                self.early_pass(id, budget, &mut step, &mut expired);
+                let paused = self.paused.remove(position);
+                self.pass(paused, budget, &mut step, &mut expired);
                 continue;
             }
             if next_due.is_none() {
-                // Nothing is due: spend the budget on paused early passes.
-                if self.paused.is_empty() {
+                // Nothing is due: spend the budget on paused passes, the
+                // most urgent first (in the background, or when out of slack).
+                let most_urgent = self
+                    .paused
+                    .iter()
+                    .enumerate()
+                    .min_by_key(|(_, p)| p.finish_by)
+                    .filter(|(_, p)| background || p.finish_by <= now_ms)
+                    .map(|(position, _)| position);
+                let Some(position) = most_urgent else {
+                    // Safe with passes paused: each has `finish_by > now`, so
+                    // no level's time reaches past a paused bucket's start
+                    // (early pass) or range (final pass).
                     self.advance_levels(now_ms);
                     step.done = true;
                     return step;
-                }
-                let id = self.paused.remove(0);
-                self.early_pass(id, budget, &mut step, &mut expired);
+                };
+                let paused = self.paused.remove(position);
+                self.pass(paused, budget, &mut step, &mut expired);
                 continue;
             }
             let Some((due, bucket)) = self.queue.poll_due(now_ms) else {
@@ -411,64 +495,100 @@ impl<T> TimingWheel<T> {
             let b = self.buckets[bucket as usize];
             let level = bucket as usize / self.wheel_size as usize;
             if b.expiration() == NO_EXPIRATION || b.cursor != NOT_PAUSED {
-                continue; // stale: flushed (or being early-passed) since queued
+                continue; // stale: flushed (or being passed over) since queued
             }
             if due == b.expiration() {
                 step.buckets += 1;
                 self.advance_levels(due);
-                self.flushing = Some(Flush { bucket, due });
-            } else if due == b.expiration() - self.lead(level) {
+                if level == 0 {
+                    self.flushing = Some(Flush { bucket, due });
+                } else {
+                    // The final pass: everything left fits the level below
+                    // now, and nothing left is due before `min_deadline`.
+                    self.buckets[bucket as usize].cursor = b.head();
+                    let finish_by = b.min_deadline;
+                    self.buckets[bucket as usize].min_deadline = u64::MAX;
+                    let paused = Paused {
+                        bucket,
+                        start: due,
+                        finish_by,
+                    };
+                    self.pass(paused, budget, &mut step, &mut expired);
+                }
+            } else if level > 0 && due == b.expiration().saturating_sub(self.lead(level)) {
                 step.buckets += 1;
                 self.advance_levels(due);
                 self.buckets[bucket as usize].cursor = b.head();
-                self.early_pass(bucket, budget, &mut step, &mut expired);
+                self.buckets[bucket as usize].min_deadline = u64::MAX;
+                let paused = Paused {
+                    bucket,
+                    start: due,
+                    finish_by: b.expiration(),
+                };
+                self.pass(paused, budget, &mut step, &mut expired);
             }
             // Otherwise stale: re-armed for another round since.
         }
     }
 
-    /// How long before its range starts a bucket of `level` is queued: one
-    /// tick of the level below (zero at level 0).
+    /// How long before its range starts a bucket of `level` is queued: half
+    /// its tick (rounded down to a tick of the level below, at least one),
+    /// zero at level 0.
     ///
     /// Cascading a coarse bucket is the costly part of expiry (a level-2
     /// bucket can hold a twentieth of all pending tasks), and Kafka does it
     /// when the bucket's range *starts*, so the tasks due first in that range
-    /// wait for the whole cascade. Here the bucket is visited early, in an
-    /// *early pass*, at `expiration - lead`: the level below then already
-    /// spans all but the last `lead` ms of the bucket's range, so all but
-    /// about `1 / wheel_size` of its entries move down before any of them is
-    /// due. The rest stay, and a *final pass* at `expiration` moves them.
+    /// wait for the whole cascade. Here a coarse bucket is passed over twice,
+    /// and neither pass holds up tasks that are due:
+    ///
+    /// - an *early pass* at `expiration - lead`, when the level below
+    ///   already spans the first half of the bucket's range: it moves those
+    ///   entries down, and has `lead` ms before the first of them is due;
+    /// - a *final pass* at `expiration`, when the level below spans the whole
+    ///   range: it moves the rest, none of which is due before about
+    ///   `expiration + lead`.
+    ///
+    /// Both run in budget-sized slices; a slice gives way to buckets that are
+    /// due, unless the pass is about to run out of slack (see `Paused`).
     fn lead(&self, level: usize) -> u64 {
         match level {
             0 => 0,
-            _ => self.levels[level - 1].tick,
+            _ => self.levels[level - 1]
+                .tick
+                .saturating_mul((self.wheel_size / 2).max(1)),
         }
     }
 
     /// Moves the entries the level below can hold, resuming at the bucket's
-    /// cursor. When the budget runs out first, the pass pauses: its cursor
-    /// stays in the bucket and the bucket joins `paused`, to be resumed once
-    /// nothing is due (or before anything due at or after its own start), so
-    /// that a long early pass, which has a whole lower tick of slack, never
-    /// delays buckets whose tasks are due by more than one budget.
+    /// cursor; entries that have become due are expired. When the budget
+    /// runs out first, the pass pauses: its cursor stays in the bucket and it
+    /// joins `paused`, to be resumed once nothing is due, or before anything
+    /// due at or after its `finish_by` is taken.
     ///
-    /// No entry is due here while the pass runs before the bucket's range
-    /// starts; one that has become due is expired as in a final pass.
-    fn early_pass(
+    /// At the end of an early pass, the bucket keeps the entries the level
+    /// below could not hold yet, and is queued again for its final pass at
+    /// its expiration; `min_deadline` is then the earliest of their
+    /// deadlines (or lower, if entries join the bucket later). A final pass
+    /// empties the bucket.
+    fn pass(
         &mut self,
-        id: u32,
+        paused: Paused,
         budget: usize,
         step: &mut Advance,
         expired: &mut impl FnMut(T),
     ) {
+        let id = paused.bucket;
         let level = id as usize / self.wheel_size as usize;
         let below = self.levels[level - 1];
         let horizon = below.current_time.saturating_add(below.interval);
         let mut cursor = self.buckets[id as usize].cursor;
+        let mut kept_min = u64::MAX;
         while cursor != NIL {
             if step.moved >= budget {
-                self.buckets[id as usize].cursor = cursor;
-                self.paused.push(id);
+                let bucket = &mut self.buckets[id as usize];
+                bucket.cursor = cursor;
+                bucket.min_deadline = bucket.min_deadline.min(kept_min);
+                self.paused.push(paused);
                 return;
             }
             let index = cursor;
@@ -482,14 +602,18 @@ impl<T> TimingWheel<T> {
                     step.expired += 1;
                     expired(self.entries.remove(index));
                 }
+            } else {
+                kept_min = kept_min.min(deadline);
             }
         }
         let bucket = &mut self.buckets[id as usize];
         bucket.cursor = NOT_PAUSED;
+        bucket.min_deadline = bucket.min_deadline.min(kept_min);
         if bucket.is_empty() {
             bucket.set_expiration(NO_EXPIRATION);
+            bucket.min_deadline = u64::MAX;
         } else {
-            // The tail of the range waits for the final pass.
+            // The rest of the range waits for the final pass.
             let expiration = bucket.expiration();
             self.offer(expiration, id);
         }
@@ -579,8 +703,12 @@ impl<T> TimingWheel<T> {
                 bucket.push_back(id, &mut self.entries, index);
                 let expiration = virtual_id * tick;
                 if bucket.set_expiration(expiration) {
-                    let due = expiration - self.lead(level);
+                    // A new round of this slot.
+                    bucket.min_deadline = deadline;
+                    let due = expiration.saturating_sub(self.lead(level));
                     self.offer(due, id);
+                } else {
+                    bucket.min_deadline = bucket.min_deadline.min(deadline);
                 }
                 return true;
             }

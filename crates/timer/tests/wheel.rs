@@ -194,7 +194,10 @@ fn each_level_boundary_goes_to_the_right_level() {
 #[test]
 fn cascade_walks_down_every_level_and_fires_on_time() {
     let mut wheel: TimingWheel<u64> = TimingWheel::new(1, 20, 0).unwrap();
-    let deadline = 3 * 160_000 + 2 * 8_000 + 7 * 400 + 13 * 20 + 11; // 498_071
+    // The task sits in the first half of each coarse bucket's range, so
+    // each bucket's early pass (half its tick before its range starts)
+    // moves it one level down.
+    let deadline = 3 * 160_000 + 2 * 8_000 + 7 * 400 + 3 * 20 + 5; // 498_865
     let handle = schedule(&mut wheel, deadline, deadline);
     let mut levels_seen = vec![wheel.position(handle).unwrap().level];
     let mut steps = 0;
@@ -270,42 +273,131 @@ fn huge_deadlines_saturate_and_never_fire_early() {
 }
 
 #[test]
-fn early_pass_moves_all_but_the_tail_before_the_range_starts() {
+fn early_pass_moves_the_first_half_before_the_range_starts() {
     let mut wheel: TimingWheel<u64> = TimingWheel::new(1, 20, 0).unwrap();
-    // 400 tasks in the level-2 bucket [400, 800), queued one level-1 tick
-    // (20 ms) early: at 380.
+    // 400 tasks in the level-2 bucket [400, 800), queued half its tick
+    // (200 ms) early: at 200.
     let handles: Vec<_> = (400..800).map(|d| schedule(&mut wheel, d, d)).collect();
     assert!(handles
         .iter()
         .all(|&h| wheel.position(h).unwrap().level == 2));
-    assert_eq!(wheel.next_expiration(), Some(380));
-    assert_eq!(wheel.advance(380, |_| panic!("nothing is due at 380")), 0);
-    // Level 1 now spans [380, 780): everything below 780 moved down early.
+    assert_eq!(wheel.next_expiration(), Some(200));
+    assert_eq!(wheel.advance(200, |_| panic!("nothing is due at 200")), 0);
+    // Level 1 now spans [200, 600): everything below 600 moved down early.
     for (d, &h) in (400..800).zip(&handles) {
         let level = wheel.position(h).unwrap().level;
-        assert_eq!(level, if d < 780 { 1 } else { 2 }, "task {d}");
+        assert_eq!(level, if d < 600 { 1 } else { 2 }, "task {d}");
     }
-    // The 20 tail entries move at 400 (the final pass), and all fire on time.
+    // The other half moves at 400 (the final pass), and all fire on time.
+    assert_eq!(wheel.advance(400, |d| assert_eq!(d, 400)), 1);
+    assert!(handles[200..]
+        .iter()
+        .all(|&h| wheel.position(h).unwrap().level < 2));
     let fired = run_until(&mut wheel, 800);
-    assert_eq!(fired.len(), 400);
+    assert_eq!(fired.len(), 399);
     assert!(fired.iter().all(|&(now, d)| now == d));
+}
+
+#[test]
+fn a_long_final_pass_gives_way_to_due_buckets() {
+    let mut wheel: TimingWheel<u64> = TimingWheel::new(1, 20, 0).unwrap();
+    // The level-1 bucket [40, 60): its early pass (at 30) moves what is
+    // below 50; 1,000 tasks due at 55 wait for its final pass at 40.
+    for i in 0..1_000 {
+        schedule(&mut wheel, 55, i);
+    }
+    let soon = schedule(&mut wheel, 41, 41);
+    assert_eq!(wheel.advance(30, |_| panic!("nothing is due at 30")), 0);
+    assert_eq!(wheel.position(soon).unwrap().level, 0);
+    // At 41 the final pass starts, but the task due at 41 fires after one
+    // slice of it, not after all of it.
+    let mut fired = Vec::new();
+    let mut calls = 0;
+    while fired.is_empty() {
+        calls += 1;
+        let step = wheel.advance_bounded(41, 10, |t| fired.push(t));
+        assert!(!step.done, "the final pass is not finished yet");
+    }
+    assert_eq!(fired, [41]);
+    assert!(calls <= 3, "waited for {calls} slices");
+    // The rest of the pass runs when nothing is due, and everything fires at
+    // its deadline.
+    while !wheel.advance_bounded(41, 10, |t| fired.push(t)).done {}
+    assert_eq!(fired.len(), 1);
+    assert_eq!(wheel.advance(54, |_| panic!("nothing is due before 55")), 0);
+    assert_eq!(wheel.advance(55, |_| {}), 1_000);
+    assert!(wheel.is_empty());
+}
+
+#[test]
+fn passes_spread_over_their_slack_still_fire_everything_on_time() {
+    // A W3-like load: 200,000 deadlines spread over 10 s, so coarse buckets
+    // hold thousands of entries. Advanced every tick the way the timer does
+    // it (due work first, then the background share of paused passes), every
+    // task fires exactly at its deadline and no tick moves much more than its
+    // share.
+    let mut wheel: TimingWheel<u64> = TimingWheel::new(1, 20, 0).unwrap();
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    for _ in 0..200_000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let deadline = 1 + x % 10_000;
+        schedule(&mut wheel, deadline, deadline);
+    }
+    let mut fired = 0;
+    let mut most_moved_in_a_tick = 0;
+    for now in 1..=10_000u64 {
+        let mut moved = 0;
+        let mut on_time = |d: u64| {
+            assert_eq!(d, now, "task due at {d} fired at {now}");
+            fired += 1;
+        };
+        loop {
+            let step = wheel.advance_due(now, 256, &mut on_time);
+            moved += step.moved;
+            if step.done {
+                break;
+            }
+        }
+        if wheel.has_paused_passes() {
+            let mut left = wheel.background_allowance(now).max(256);
+            while left > 0 {
+                let step = wheel.advance_bounded(now, left.min(256), &mut on_time);
+                moved += step.moved;
+                left = left.saturating_sub(step.moved);
+                if step.done {
+                    break;
+                }
+            }
+        }
+        most_moved_in_a_tick = most_moved_in_a_tick.max(moved);
+    }
+    assert_eq!(fired, 200_000);
+    assert!(wheel.is_empty());
+    // Without spreading, the level-3 bucket's pass alone would move ~40,000
+    // entries in one tick.
+    assert!(
+        most_moved_in_a_tick < 5_000,
+        "a tick moved {most_moved_in_a_tick} entries"
+    );
 }
 
 #[test]
 fn bounded_advance_resumes_and_allows_cancel_midway() {
     let mut wheel: TimingWheel<u64> = TimingWheel::new(1, 20, 0).unwrap();
-    // 10,000 tasks in the level-3 bucket [8000, 16000), early pass at 7600.
+    // 10,000 tasks in the level-3 bucket [8000, 16000), early pass at 4000.
     let handles: Vec<_> = (0..10_000)
         .map(|i| schedule(&mut wheel, 8_000 + i % 400, i))
         .collect();
     let mut fired = Vec::new();
-    let first = wheel.advance_bounded(7_600, 100, |t| fired.push(t));
+    let first = wheel.advance_bounded(4_000, 100, |t| fired.push(t));
     assert!(!first.done);
     assert_eq!(first.moved, 100);
     assert_eq!(first.buckets, 1);
     assert_eq!(
         wheel.next_expiration(),
-        Some(7_600),
+        Some(4_000),
         "the paused pass is still next"
     );
     // Cancel a task the paused pass has not reached (the bucket's last) and
