@@ -489,3 +489,64 @@ fn stress_many_threads_adding_and_cancelling_with_a_reaper() {
     );
     reaper.stop();
 }
+
+#[test]
+fn cascades_spread_over_ticks_still_fire_every_task_on_time() {
+    // 20,000 tasks over 4 s: coarse buckets hold thousands, so the timer
+    // works through their passes a share per tick. Advanced tick by tick,
+    // every task still runs exactly in its deadline's millisecond.
+    let clock = ManualClock::new();
+    let timer = TimerBuilder::new()
+        .clock(clock.clone())
+        .shards(2)
+        .name("paced")
+        .build()
+        .unwrap();
+    let late = Arc::new(AtomicUsize::new(0));
+    let fired = Arc::new(AtomicUsize::new(0));
+    let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+    for _ in 0..20_000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let delay = 1 + x % 4_000;
+        let (late, fired, clock) = (late.clone(), fired.clone(), clock.clone());
+        let task: Task = Box::new(move || {
+            if clock.now_ms() != delay {
+                late.fetch_add(1, Ordering::Relaxed);
+            }
+            fired.fetch_add(1, Ordering::Relaxed);
+        });
+        timer.add(Duration::from_millis(delay), task).unwrap();
+    }
+    for ms in 1..=4_000 {
+        advance_to(&timer, &clock, ms);
+    }
+    assert_eq!(fired.load(Ordering::Relaxed), 20_000);
+    assert_eq!(late.load(Ordering::Relaxed), 0);
+    assert_eq!(timer.size(), 0);
+}
+
+#[test]
+fn shutdown_with_cascades_half_done_returns_every_pending_task() {
+    // 10,000 tasks in one level-2 bucket [800, 1200): at 600 its early pass
+    // starts and the timer does only a share of it before shutdown.
+    let clock = ManualClock::new();
+    let timer = manual_timer(&clock, 20);
+    let fired = Arc::new(AtomicUsize::new(0));
+    for i in 0..10_000u64 {
+        let fired = fired.clone();
+        let task: Task = Box::new(move || {
+            fired.fetch_add(1, Ordering::Relaxed);
+        });
+        timer
+            .add(Duration::from_millis(800 + i % 400), task)
+            .unwrap();
+    }
+    advance_to(&timer, &clock, 600);
+    assert_eq!(timer.size(), 10_000, "nothing is due yet");
+    let pending = timer.shutdown();
+    assert_eq!(pending.len(), 10_000);
+    assert_eq!(fired.load(Ordering::Relaxed), 0);
+    assert_eq!(timer.size(), 0);
+}
