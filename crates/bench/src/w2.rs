@@ -77,7 +77,10 @@
 //! (`bad` counts the difference, `double` a second `on_complete` on one
 //! operation). `completion_lag_max_ms` is the longest a due request waited
 //! for the completion thread; `clock_sleeps` and `completer_parks` count
-//! the wake-ups.
+//! the wake-ups, and `cpu_wakeups_ms` prices them at the costs measured just
+//! before the run ([`WakeupCost`]: `wakeup_sleep_cpu_us`,
+//! `wakeup_park_cpu_us`), so that `cpu_us_per_request_excl_wakeups`
+//! estimates what the run cost without the harness's own wake-ups.
 //!
 //! Differences from Kafka's tool, by choice: the samples are drawn in order,
 //! one per request, instead of picked at random indices from a pool of a
