@@ -489,14 +489,17 @@ impl<T: TimerTask> Timer<T> {
                     // chunks, are all covered by the wheel's next expiration.
                     // A shard that yields has work due now: it queues behind
                     // the shards that are due. Paused passes resume a tick
-                    // later, unless something is due sooner.
+                    // later, unless something is due sooner (or a pass's
+                    // `finish_by` comes first; with the allowance above it
+                    // cannot, but the wake-up must not rely on that).
                     wheel.take_earliest_offered();
                     let next = wheel.next_due_expiration();
-                    let next = if wheel.has_paused_passes() {
-                        let later = now.saturating_add(self.tick_ms);
-                        Some(next.map_or(later, |n| n.min(later)))
-                    } else {
-                        next
+                    let next = match wheel.paused_finish_by() {
+                        Some(finish_by) => {
+                            let later = now.saturating_add(self.tick_ms).min(finish_by);
+                            Some(next.map_or(later, |n| n.min(later)))
+                        }
+                        None => next,
                     };
                     state.armed = match next {
                         Some(next) if yielded => next.max(now),

@@ -411,6 +411,13 @@ impl<T> TimingWheel<T> {
         !self.paused.is_empty()
     }
 
+    /// The earliest time by which a paused pass must be finished (see
+    /// [`advance_due`](Self::advance_due)), if any is paused: an owner that
+    /// spreads passes over later ticks must come back no later than this.
+    pub fn paused_finish_by(&self) -> Option<u64> {
+        self.paused.iter().map(|p| p.finish_by).min()
+    }
+
     /// How many entries to move in paused passes at `now_ms` so that, done
     /// every tick, each pass finishes well within its slack: twice each
     /// pass's bucket length spread over the ticks left before its

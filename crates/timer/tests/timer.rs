@@ -550,3 +550,39 @@ fn shutdown_with_cascades_half_done_returns_every_pending_task() {
     assert_eq!(fired.load(Ordering::Relaxed), 0);
     assert_eq!(timer.size(), 0);
 }
+
+#[test]
+fn passes_with_one_tick_of_slack_never_make_a_task_late() {
+    // Tick 5 ms, wheel size 2: coarse buckets get a lead of one lower-level
+    // tick, so their passes have the least slack there is. The clock moves in
+    // uneven steps, so the timer wakes late into that slack. Every task must
+    // still fire in the first advance at or after its deadline.
+    let clock = ManualClock::new();
+    let timer = TimerBuilder::new()
+        .clock(clock.clone())
+        .tick(Duration::from_millis(5))
+        .wheel_size(2)
+        .shards(1)
+        .name("coarse")
+        .build()
+        .unwrap();
+    let fired_at = Arc::new(Mutex::new(Vec::new()));
+    for i in 0..3_000u64 {
+        let (fired_at, clock) = (fired_at.clone(), clock.clone());
+        let delay = 20 + (i % 4) * 5; // deadlines 20, 25, 30, 35
+        let task: Task = Box::new(move || fired_at.lock().unwrap().push((delay, clock.now_ms())));
+        timer.add(Duration::from_millis(delay), task).unwrap();
+    }
+    for ms in [3, 7, 11, 13, 17, 19, 20, 23, 25, 28, 30, 33, 35] {
+        advance_to(&timer, &clock, ms);
+        let fired = fired_at.lock().unwrap();
+        let due = fired.iter().filter(|&&(d, _)| d <= ms).count();
+        assert_eq!(due, fired.len(), "nothing fires early");
+        assert_eq!(
+            due,
+            (0..3_000u64).filter(|i| 20 + (i % 4) * 5 <= ms).count(),
+            "at {ms}"
+        );
+    }
+    assert_eq!(timer.size(), 0);
+}
