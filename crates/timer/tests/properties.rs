@@ -21,6 +21,10 @@ enum Op {
     /// Move time forward and make one bounded advance with this budget,
     /// which may leave passes paused for later ops to interleave with.
     Step(u64, usize),
+    /// Move time forward and do only the work that cannot wait
+    /// (`advance_due`, in chunks of this budget), leaving passes with slack
+    /// paused, as the timer does between ticks.
+    Due(u64, usize),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -29,6 +33,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => any::<usize>().prop_map(Op::Cancel),
         3 => prop_oneof![0u64..10, 0u64..500, 0u64..50_000].prop_map(Op::Advance),
         2 => (prop_oneof![0u64..10, 0u64..2_000], 1usize..6).prop_map(|(by, budget)| Op::Step(by, budget)),
+        2 => (prop_oneof![0u64..10, 0u64..2_000], 1usize..6).prop_map(|(by, budget)| Op::Due(by, budget)),
     ]
 }
 
@@ -127,6 +132,21 @@ proptest! {
                         prop_assert!(model.cancel(id));
                     }
                 }
+                Op::Due(by, budget) => {
+                    now += by;
+                    let mut fired = BTreeSet::new();
+                    loop {
+                        let step = wheel.advance_due(now, budget, |id| {
+                            assert!(fired.insert(id), "task {id} fired twice");
+                        });
+                        if step.done {
+                            break;
+                        }
+                    }
+                    // Only passes with slack are left: everything due fired.
+                    prop_assert!(wheel.paused_finish_by().is_none_or(|f| f > now));
+                    prop_assert_eq!(fired, model.expire(now));
+                }
                 Op::Advance(by) => {
                     now += by;
                     let mut fired = BTreeSet::new();
@@ -198,7 +218,7 @@ proptest! {
                     }
                 }
                 Op::Cancel(_) => {}
-                Op::Advance(by) | Op::Step(by, _) => {
+                Op::Advance(by) | Op::Step(by, _) | Op::Due(by, _) => {
                     clock.advance_ms(by);
                     timer.advance_clock(Duration::ZERO);
                     timer.wait_for_executor();
