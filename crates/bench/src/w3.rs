@@ -437,28 +437,26 @@ mod tests {
         assert!(l[1] >= 0);
     }
 
-    #[test]
-    fn our_timer_is_correct() {
-        let p = W3Params {
+    /// A W3 small enough for a unit test.
+    fn small() -> W3Params {
+        W3Params {
             n: 2_000,
             producers: 2,
             seed: 3,
             max_delay_ms: 20,
-        };
-        let r = run_timer(&p);
+        }
+    }
+
+    #[test]
+    fn our_timer_is_correct() {
+        let r = run_timer(&small());
         assert_eq!(r.fired, 4_000);
         assert_eq!((r.early, r.double, r.missing), (0, 0, 0));
     }
 
     #[test]
     fn mutex_binary_heap_peer_is_correct() {
-        let p = W3Params {
-            n: 2_000,
-            producers: 2,
-            seed: 3,
-            max_delay_ms: 20,
-        };
-        let r = run_mutex_binary_heap(&p);
+        let r = run_mutex_binary_heap(&small());
         assert_eq!(r.fired, 4_000);
         assert_eq!((r.early, r.double, r.missing), (0, 0, 0));
         let rec = r.to_record();

@@ -463,7 +463,7 @@ impl<T: TimerTask> Timer<T> {
                         .advance_bounded(until, left.min(FLUSH_CHUNK), |task| expired.push(task)),
                 };
                 let finished = match &mut allowance {
-                    None if step.done && wheel.has_paused_passes() => {
+                    None if step.done && wheel.paused_finish_by().is_some() => {
                         // Due work done: on to the background share. At
                         // least a chunk per wake-up, so that a pass with much
                         // slack does not wake the thread for nothing.

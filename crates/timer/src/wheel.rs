@@ -398,22 +398,18 @@ impl<T> TimingWheel<T> {
 
     /// Like [`advance_bounded`](Self::advance_bounded), but only does what
     /// cannot wait: due buckets, and paused passes that are out of slack
-    /// (see `Paused`). With paused passes left it still reports `done`; see
+    /// (see `Paused`). With paused passes left it still reports `done`
+    /// ([`paused_finish_by`](Self::paused_finish_by) tells them); see
     /// [`background_allowance`](Self::background_allowance) for spreading
     /// them over the following ticks.
     pub fn advance_due(&mut self, now_ms: u64, budget: usize, expired: impl FnMut(T)) -> Advance {
         self.advance_chunk(now_ms, budget, false, expired)
     }
 
-    /// Whether passes over coarse buckets are paused, waiting for time to
-    /// work on them.
-    pub fn has_paused_passes(&self) -> bool {
-        !self.paused.is_empty()
-    }
-
     /// The earliest time by which a paused pass must be finished (see
-    /// [`advance_due`](Self::advance_due)), if any is paused: an owner that
-    /// spreads passes over later ticks must come back no later than this.
+    /// [`advance_due`](Self::advance_due)), or `None` when no pass over a
+    /// coarse bucket is paused: an owner that spreads passes over later
+    /// ticks must come back no later than this.
     pub fn paused_finish_by(&self) -> Option<u64> {
         self.paused.iter().map(|p| p.finish_by).min()
     }
@@ -461,40 +457,34 @@ impl<T> TimingWheel<T> {
             // `finish_by` is taken: entries it has yet to move would be late,
             // or its level's clock would pass the bucket and its slot could
             // take entries of a later round.
-            let must_finish = next_due.and_then(|due| {
-                self.paused
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, p)| p.finish_by <= due)
-                    .min_by_key(|(_, p)| p.finish_by)
-                    .map(|(position, _)| position)
+            // The paused pass with the least slack, if any, and whether it
+            // runs now: before a due bucket at or after its `finish_by`
+            // (entries it has yet to move would be late, or its level's clock
+            // would pass the bucket and its slot could take entries of a
+            // later round), or when nothing is due, in the background or
+            // once out of slack.
+            let most_urgent = self
+                .paused
+                .iter()
+                .enumerate()
+                .min_by_key(|(_, p)| p.finish_by)
+                .map(|(position, p)| (position, p.finish_by));
+            let run_paused = most_urgent.filter(|&(_, finish_by)| match next_due {
+                Some(due) => finish_by <= due,
+                None => background || finish_by <= now_ms,
             });
-            if let Some(position) = must_finish {
+            if let Some((position, _)) = run_paused {
                 let paused = self.paused.remove(position);
                 self.pass(paused, budget, &mut step, &mut expired);
                 continue;
             }
             if next_due.is_none() {
-                // Nothing is due: spend the budget on paused passes, the
-                // most urgent first (in the background, or when out of slack).
-                let most_urgent = self
-                    .paused
-                    .iter()
-                    .enumerate()
-                    .min_by_key(|(_, p)| p.finish_by)
-                    .filter(|(_, p)| background || p.finish_by <= now_ms)
-                    .map(|(position, _)| position);
-                let Some(position) = most_urgent else {
-                    // Safe with passes paused: each has `finish_by > now`, so
-                    // no level's time reaches past a paused bucket's start
-                    // (early pass) or range (final pass).
-                    self.advance_levels(now_ms);
-                    step.done = true;
-                    return step;
-                };
-                let paused = self.paused.remove(position);
-                self.pass(paused, budget, &mut step, &mut expired);
-                continue;
+                // Safe with passes paused: each has `finish_by > now`, so no
+                // level's time reaches past a paused bucket's start (early
+                // pass) or range (final pass).
+                self.advance_levels(now_ms);
+                step.done = true;
+                return step;
             }
             let Some((due, bucket)) = self.queue.poll_due(now_ms) else {
                 continue;

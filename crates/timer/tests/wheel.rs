@@ -360,7 +360,7 @@ fn passes_spread_over_their_slack_still_fire_everything_on_time() {
                 break;
             }
         }
-        if wheel.has_paused_passes() {
+        if wheel.paused_finish_by().is_some() {
             let mut left = wheel.background_allowance(now).max(256);
             while left > 0 {
                 let step = wheel.advance_bounded(now, left.min(256), &mut on_time);
