@@ -409,6 +409,30 @@ impl<T: TimerTask> Timer<T> {
         task.is_some()
     }
 
+    /// Cancels every task in `handles`, like [`cancel`](Self::cancel) for
+    /// each, but taking each shard's lock once for all the handles it issued
+    /// rather than once per handle (the handles are reordered by shard).
+    /// Returns how many were cancelled; the rest were stale. The tasks are
+    /// dropped after every lock is released.
+    ///
+    /// This is the cheap way for a thread that completes many operations to
+    /// disarm their timers: its lock holds no longer alternate with those of
+    /// the threads adding tasks at every single cancellation.
+    pub fn cancel_all(&self, handles: &mut [TimerHandle]) -> usize {
+        handles.sort_unstable_by_key(TimerHandle::shard);
+        let mut cancelled = Vec::with_capacity(handles.len());
+        for run in handles.chunk_by(|a, b| a.shard() == b.shard()) {
+            let Some(shard) = self.shards.get(run[0].shard()) else {
+                continue;
+            };
+            let mut state = shard.state.lock();
+            cancelled.extend(run.iter().filter_map(|&h| state.wheel.cancel(h)));
+            shard.size.store(state.wheel.len(), Ordering::Relaxed);
+            shard.release(state);
+        }
+        cancelled.len()
+    }
+
     /// Drives the clock: waits up to `timeout` for the earliest bucket to
     /// come due (waking early if an earlier one is added or the timer shuts
     /// down), then expires everything due by the clock, handing expired tasks

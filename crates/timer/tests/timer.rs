@@ -135,6 +135,52 @@ fn cancel_is_true_once_and_stale_handles_are_harmless() {
 }
 
 #[test]
+fn cancel_all_cancels_across_shards_and_skips_stale_handles() {
+    let clock = ManualClock::new();
+    let timer = Arc::new(manual_timer(&clock, 20));
+    assert!(
+        timer.shards() >= 2,
+        "the test needs tasks in several shards"
+    );
+    let fired = Arc::new(AtomicUsize::new(0));
+    // Each thread adds to its own shard; the handles come back interleaved.
+    let per_thread: Vec<Vec<TimerHandle>> = (0..timer.shards())
+        .map(|t| {
+            let (timer, fired) = (timer.clone(), fired.clone());
+            thread::spawn(move || {
+                (0..50u64)
+                    .map(|i| {
+                        let fired = fired.clone();
+                        let task: Task = Box::new(move || {
+                            fired.fetch_add(1, Ordering::SeqCst);
+                        });
+                        timer
+                            .add(Duration::from_millis(5 + (i + t as u64) % 70), task)
+                            .unwrap()
+                    })
+                    .collect()
+            })
+        })
+        .map(|h| h.join().unwrap())
+        .collect();
+    let total: usize = per_thread.iter().map(Vec::len).sum();
+    assert_eq!(timer.size(), total);
+    let mut doomed: Vec<TimerHandle> = per_thread
+        .iter()
+        .flat_map(|handles| handles.iter().step_by(2).copied())
+        .collect();
+    let stale = doomed[0];
+    assert!(timer.cancel(&stale));
+    doomed.push(stale); // now appears twice, and is stale
+    assert_eq!(timer.cancel_all(&mut doomed), total / 2 - 1);
+    assert_eq!(timer.size(), total - total / 2);
+    assert_eq!(timer.cancel_all(&mut doomed), 0, "all stale now");
+    assert_eq!(timer.cancel_all(&mut []), 0);
+    advance_to(&timer, &clock, 1_000);
+    assert_eq!(fired.load(Ordering::SeqCst), total - total / 2);
+}
+
+#[test]
 fn huge_delays_saturate_and_never_fire() {
     let clock = ManualClock::starting_at_ms(1_000);
     let timer = manual_timer(&clock, 20);
