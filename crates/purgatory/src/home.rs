@@ -5,7 +5,8 @@
 //! on its own (when force-completed, expired or cancelled) lives here,
 //! without the keys: the timer (to disarm it), the watch index behind a
 //! key-type-erased trait object (to leave its lists), the watched counter
-//! and the name (for logs).
+//! the queue of released operations whose slots and timer entries are still
+//! to be freed ([`RetireQueue`]), and the name (for logs).
 //!
 //! Invariant: `watched` equals the number of watch-list entries of every
 //! operation claimed by this purgatory. It is raised by the claimer before
@@ -19,6 +20,7 @@ use crossbeam_utils::CachePadded;
 use timer::Timer;
 
 use crate::operation::{DelayedOperation, ExpiryTask};
+use crate::retire::{RetireQueue, Retired};
 use crate::watch::ErasedIndex;
 
 pub(crate) struct Home<Op: DelayedOperation> {
@@ -26,6 +28,7 @@ pub(crate) struct Home<Op: DelayedOperation> {
     pub(crate) timer: Arc<Timer<ExpiryTask<Op>>>,
     /// The purgatory's watch lists, reached without the key type.
     pub(crate) index: Arc<dyn ErasedIndex<Op>>,
+    retired: RetireQueue<Op>,
     watched: CachePadded<AtomicUsize>,
     shut_down: AtomicBool,
 }
@@ -40,6 +43,7 @@ impl<Op: DelayedOperation> Home<Op> {
             name,
             timer,
             index,
+            retired: RetireQueue::new(),
             watched: CachePadded::new(AtomicUsize::new(0)),
             shut_down: AtomicBool::new(false),
         }
@@ -55,6 +59,29 @@ impl<Op: DelayedOperation> Home<Op> {
 
     pub(crate) fn sub_watched(&self, n: usize) {
         self.watched.fetch_sub(n, Ordering::Relaxed);
+    }
+
+    /// Hands a released operation's slots and timer entry over to be freed
+    /// in a batch (see [`RetireQueue`]).
+    pub(crate) fn retire(&self, retired: Retired<Op>) {
+        self.retired.push(retired, &*self.index, &self.timer);
+    }
+
+    /// Frees what this thread has retired and not yet freed.
+    pub(crate) fn free_own_retired(&self) {
+        self.retired.free_own(&*self.index, &self.timer);
+    }
+
+    /// Frees everything retired and not yet freed, by any thread.
+    pub(crate) fn free_all_retired(&self) {
+        self.retired.free_all(&*self.index, &self.timer);
+    }
+
+    /// Armed timer entries: the timer's size less the entries of released
+    /// operations not yet cancelled.
+    pub(crate) fn delayed(&self) -> usize {
+        let retired = self.retired.timers();
+        self.timer.size().saturating_sub(retired)
     }
 
     pub(crate) fn is_shut_down(&self) -> bool {

@@ -115,6 +115,7 @@ mod error;
 mod home;
 mod operation;
 mod purgatory;
+mod retire;
 mod watch;
 
 pub use crate::error::PurgatoryError;

@@ -20,8 +20,11 @@
 //! * `try_complete`, `on_complete` and `on_expiration` run only with the lock
 //!   held, so they never run concurrently with each other for one operation.
 //! * Completing or cancelling an operation *releases* it before any callback
-//!   runs: it leaves every watch list (O(1) each), its timer is disarmed, and
-//!   the purgatory's counters drop. Nothing completed is left behind.
+//!   runs: it is no longer watched, the purgatory's counters drop, and its
+//!   watch-list slots and timer entry are retired, freed in batches of
+//!   [`RETIRE_BATCH`](crate::retire::RETIRE_BATCH) per thread (see
+//!   [`crate::retire`]): so few completed operations linger, a bounded
+//!   number whatever the load.
 //! * No purgatory lock (shard or list) is ever held while a user callback
 //!   runs; callbacks are called through [`guarded`], which catches panics so
 //!   they cannot unwind through the purgatory.
@@ -37,6 +40,7 @@ use parking_lot::{Mutex, ReentrantMutex, ReentrantMutexGuard};
 use timer::{TimerHandle, TimerTask};
 
 use crate::home::Home;
+use crate::retire::Retired;
 use crate::watch::Members;
 
 /// What a delayed operation does: the condition it waits for and what it does
@@ -255,11 +259,13 @@ impl<Op: DelayedOperation> Shared<Op> {
         epoch
     }
 
-    /// Unties the operation from its purgatory: it leaves every watch list,
-    /// its timer is disarmed (cancelled if `cancel_timer`), and the
-    /// purgatory's watched counter drops. Lock held. Returns the purgatory it
-    /// was watched in, if any. Calls no user code.
-    pub(crate) fn release(&self, cancel_timer: bool) -> Option<Arc<Home<Op>>> {
+    /// Unties the operation from its purgatory: it is no longer watched, the
+    /// purgatory's watched counter drops, and its watch-list slots and timer
+    /// entry (when `cancel_timer`) are retired, to be freed with the next
+    /// batch of this thread's (see [`crate::retire`]). Lock held. Returns the
+    /// purgatory it was watched in, if any. Calls no user code other than
+    /// the `Drop` of operations whose last reference a freed batch held.
+    pub(crate) fn release(self: &Arc<Self>, cancel_timer: bool) -> Option<Arc<Home<Op>>> {
         self.set_state(|s| s & !WATCHED);
         let (home, timer, members) = {
             let mut links = self.links.lock();
@@ -270,15 +276,17 @@ impl<Op: DelayedOperation> Shared<Op> {
             )
         };
         if let Some(home) = &home {
-            if let Some(handle) = timer {
-                if cancel_timer {
-                    home.timer.cancel(&handle);
-                }
-            }
+            let timer = timer.filter(|_| cancel_timer);
             let n = members.len();
             if n > 0 {
-                home.index.unwatch_all(&members, self);
                 home.sub_watched(n);
+            }
+            if n > 0 || timer.is_some() {
+                home.retire(Retired {
+                    op: self.clone(),
+                    members,
+                    timer,
+                });
             }
         } else {
             debug_assert!(members.is_empty() && timer.is_none());
@@ -289,7 +297,7 @@ impl<Op: DelayedOperation> Shared<Op> {
     /// Completes the operation if nobody has: sets the flags, releases it,
     /// then runs `on_complete` (and `on_expiration` if `expired`). Lock held.
     /// Returns whether this call completed it.
-    pub(crate) fn finish(&self, expired: bool) -> bool {
+    pub(crate) fn finish(self: &Arc<Self>, expired: bool) -> bool {
         debug_assert!(self.raw_lock().is_owned_by_current_thread());
         // Every state change happens under the operation lock, which this
         // thread holds: a plain check-then-set is race-free.
@@ -316,7 +324,7 @@ impl<Op: DelayedOperation> Shared<Op> {
     /// The `check_and_complete` step for one operation: lock, and if it is
     /// still watched and not completed, try it and complete it if it can.
     /// Returns whether `try_complete` said yes.
-    pub(crate) fn check(&self, purgatory: &str) -> bool {
+    pub(crate) fn check(self: &Arc<Self>, purgatory: &str) -> bool {
         if !self.is_pending() {
             return false;
         }
@@ -333,7 +341,7 @@ impl<Op: DelayedOperation> Shared<Op> {
     }
 
     /// The timeout path, on the timer's executor thread.
-    fn expire(&self, epoch: u32) {
+    fn expire(self: &Arc<Self>, epoch: u32) {
         let _guard = self.lock();
         if self.is_completed() {
             return;

@@ -37,6 +37,7 @@ use hashbrown::hash_table::HashTable;
 use parking_lot::Mutex;
 
 use crate::operation::{DelayedOperation, Shared};
+use crate::retire::Retired;
 
 /// What a key must be: compared, hashed, shared between threads and
 /// printable in logs. Implemented for every such type. (`Clone` is not used
@@ -100,8 +101,9 @@ impl Members {
 /// The watch index with its key type erased, as seen from an operation
 /// (whose type does not name the key type).
 pub(crate) trait ErasedIndex<Op: DelayedOperation>: Send + Sync {
-    /// Removes `op` from every list in `members` (which it occupies).
-    fn unwatch_all(&self, members: &Members, op: &Shared<Op>);
+    /// Frees the slots of every retired operation in `batch` (each occupies
+    /// every slot of its memberships), locking each shard once.
+    fn unwatch_batch(&self, batch: &[Retired<Op>]);
 }
 
 /// No free slot.
@@ -464,25 +466,29 @@ impl<K: WatchKey, Op: DelayedOperation> WatchIndex<K, Op> {
 }
 
 impl<K: WatchKey, Op: DelayedOperation> ErasedIndex<Op> for WatchIndex<K, Op> {
-    fn unwatch_all(&self, members: &Members, op: &Shared<Op>) {
-        for m in members.iter() {
-            let removed = {
-                let mut shard = self.shards[m.shard as usize].lock();
+    fn unwatch_batch(&self, batch: &[Retired<Op>]) {
+        // Every slot to free with its occupant, in shard order.
+        let mut slots: Vec<(Membership, &Shared<Op>)> = batch
+            .iter()
+            .flat_map(|r| r.members.iter().map(move |m| (m, &*r.op)))
+            .collect();
+        slots.sort_unstable_by_key(|(m, _)| m.shard);
+        // The slots' references, dropped once every lock is released (never
+        // the last ones: `batch` holds one per operation).
+        let mut removed = Vec::with_capacity(slots.len());
+        for run in slots.chunk_by(|a, b| a.0.shard == b.0.shard) {
+            let mut shard = self.shards[run[0].0.shard as usize].lock();
+            for &(m, op) in run {
                 let list = shard.list_mut(m.list);
-                let removed = list.slab.remove(m.slot, op);
-                debug_assert!(
-                    removed.is_some(),
-                    "an operation left a slot it did not hold"
-                );
+                let entry = list.slab.remove(m.slot, op);
+                debug_assert!(entry.is_some(), "an operation left a slot it did not hold");
+                removed.extend(entry);
                 if list.slab.live == 0 && shard.free_list(m.list) {
                     self.keys.fetch_sub(1, Ordering::Relaxed);
                 }
-                removed
-            };
-            // Dropped outside the lock (never the last reference: the caller
-            // holds one).
-            drop(removed);
+            }
         }
+        drop(removed);
     }
 }
 
@@ -518,7 +524,11 @@ mod tests {
     fn unwatch(index: &WatchIndex<&'static str, Nop>, m: Membership, op: &Arc<Shared<Nop>>) {
         let mut members = Members::new();
         members.push(m);
-        index.unwatch_all(&members, op);
+        index.unwatch_batch(&[Retired {
+            op: op.clone(),
+            members,
+            timer: None,
+        }]);
     }
 
     #[test]

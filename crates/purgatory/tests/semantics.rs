@@ -283,6 +283,78 @@ fn a_million_operations_completed_through_one_key_leave_no_residue() {
     );
 }
 
+#[test]
+fn force_completed_operations_linger_at_most_a_batch_per_thread() {
+    const THREADS: usize = 4;
+    const PER_THREAD: usize = 1_000;
+    const BATCH: usize = 64; // the purgatory's retire batch
+    let (p, clock) = manual();
+    let drops = Arc::new(AtomicUsize::new(0));
+    let ops: Vec<Vec<Operation<MockOp>>> = (0..THREADS)
+        .map(|_| {
+            (0..PER_THREAD)
+                .map(|i| {
+                    let o = op_with(|o| {
+                        o.timeout = Duration::from_millis(100 + i as u64 % 50);
+                        o.drops = DropCounter(Some(drops.clone()));
+                    });
+                    p.try_complete_else_watch(o.clone(), [key("a"), key(&format!("k{i}"))])
+                        .unwrap();
+                    o
+                })
+                .collect()
+        })
+        .collect();
+    assert_eq!(p.watched(), 2 * THREADS * PER_THREAD);
+    assert_eq!(p.delayed(), THREADS * PER_THREAD);
+    let finished = Arc::new(Barrier::new(THREADS + 1));
+    let released = Arc::new(Barrier::new(THREADS + 1));
+    std::thread::scope(|s| {
+        for mine in ops {
+            let (finished, released) = (finished.clone(), released.clone());
+            s.spawn(move || {
+                // The last few of each thread are still retired (unfreed)
+                // when the clock passes their timeouts; kept to check them.
+                let last: Vec<_> = mine[PER_THREAD - 10..].to_vec();
+                for o in mine {
+                    assert!(o.force_complete());
+                }
+                // Keep the thread (and its stripe) alive while checking.
+                finished.wait();
+                released.wait();
+                for o in last {
+                    assert_eq!((o.completions(), o.expirations()), (1, 0));
+                }
+            });
+        }
+        finished.wait();
+        // Counts drop at once; slots and timer entries follow in batches.
+        assert_eq!((p.watched(), p.delayed()), (0, 0));
+        let freed = drops.load(Ordering::SeqCst);
+        let stripes = (2 * std::thread::available_parallelism().map_or(4, |n| n.get()))
+            .clamp(4, 64)
+            .next_power_of_two();
+        let lingering = THREADS * PER_THREAD - freed;
+        assert!(
+            lingering < BATCH * THREADS.min(stripes),
+            "{lingering} completed operations linger"
+        );
+        // Their timer entries are dead: nothing expires.
+        advance(&p, &clock, 1_000);
+        released.wait();
+    });
+    assert_eq!(drops.load(Ordering::SeqCst), THREADS * PER_THREAD);
+    assert_eq!((p.watched(), p.delayed(), p.watched_keys()), (0, 0, 0));
+    // A batch can also be freed by hand; nothing expired meanwhile.
+    let o = op(10);
+    p.try_complete_else_watch(o.clone(), [key("a")]).unwrap();
+    assert!(o.force_complete());
+    assert_eq!(p.watched_on(&key("a")), 0, "watched_on purges first");
+    p.purge();
+    advance(&p, &clock, 2_000);
+    assert_eq!((o.completions(), o.expirations()), (1, 0));
+}
+
 // ------------------------------------------------------------- panics
 
 #[test]

@@ -1,0 +1,173 @@
+//! Retired operations: operations already completed or cancelled whose
+//! watch-list slots and timer entries are still to be freed, and the batches
+//! in which they are freed.
+//!
+//! Releasing an operation means leaving every watch list it joined and
+//! disarming its timer: one lock hold per key and one for the timer. Done one
+//! operation at a time, a thread completing operations takes the same few
+//! locks several times per operation, alternately with the threads watching
+//! new operations under the same keys, and every hand-over moves the lock's
+//! cache line from one core to the other. (In Kafka's purgatory workload,
+//! W2, this halved the rate at which a thread could add operations while
+//! another force-completed them.) So the releasing thread instead appends
+//! the operation to its stripe of the [`RetireQueue`], and once the stripe
+//! holds [`RETIRE_BATCH`] operations it frees the whole batch: the slots
+//! sorted by shard, each shard locked once; the timer entries cancelled with
+//! one lock hold per timer shard.
+//!
+//! # Invariants
+//!
+//! * A retired operation is already released: no longer watched, its links
+//!   empty, no longer counted in the purgatory's `watched`. Its slots still
+//!   hold it until its batch is freed, but a scan skips it (it is not
+//!   pending) and so do `cancel_for_key` and shutdown (it is not claimed); a
+//!   timer entry of it that fires finds it completed or unclaimed and does
+//!   nothing.
+//! * Each membership and timer handle of a released operation is in exactly
+//!   one retired entry, and only the freeing of that entry frees it: a slot is
+//!   still freed exactly once, by the holder of its membership, and stays
+//!   occupied (so its list stays allocated) until then.
+//! * Between calls a stripe holds fewer than [`RETIRE_BATCH`] operations, so
+//!   at most `(RETIRE_BATCH - 1) × stripes` released operations linger,
+//!   whatever the keys and however many operations complete.
+//! * A stripe's lock is a leaf: held only to push an entry or take the batch,
+//!   with no other lock taken and no user code run under it. A batch is freed
+//!   after it has been taken out, so an operation dropped during the freeing
+//!   (user `Drop` code) may release other operations without deadlock.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use crossbeam_utils::CachePadded;
+use parking_lot::Mutex;
+use timer::{Timer, TimerHandle};
+
+use crate::operation::{DelayedOperation, ExpiryTask, Shared};
+use crate::watch::{ErasedIndex, Members};
+
+/// How many released operations a stripe collects before freeing them.
+///
+/// Large enough that the per-batch lock holds are rare next to the
+/// per-operation work (three keys and a timer: four lock holds per 64
+/// operations instead of per operation), small enough that the lingering
+/// operations stay few and a batch's slots still sit in cache when freed.
+pub(crate) const RETIRE_BATCH: usize = 64;
+
+/// One released operation, kept alive until its slots are freed.
+pub(crate) struct Retired<Op: DelayedOperation> {
+    pub(crate) op: Arc<Shared<Op>>,
+    pub(crate) members: Members,
+    /// Its timer entry, to be cancelled (`None` when it fired or never was).
+    pub(crate) timer: Option<TimerHandle>,
+}
+
+/// One thread stripe's released operations, behind its lock, on its own
+/// cache line.
+type Stripe<Op> = CachePadded<Mutex<Vec<Retired<Op>>>>;
+
+/// Released operations waiting to be freed, striped by thread.
+pub(crate) struct RetireQueue<Op: DelayedOperation> {
+    stripes: Box<[Stripe<Op>]>,
+    /// Timer entries in the stripes, not yet cancelled (so that the
+    /// purgatory's `delayed` can leave them out).
+    timers: CachePadded<AtomicUsize>,
+}
+
+thread_local! {
+    /// This thread's stripe choice: assigned round-robin on first use.
+    static STRIPE_HINT: Cell<usize> = const { Cell::new(usize::MAX) };
+}
+
+/// Round-robin source of stripe hints.
+static NEXT_STRIPE_HINT: AtomicUsize = AtomicUsize::new(0);
+
+fn stripe_hint() -> usize {
+    STRIPE_HINT.with(|hint| {
+        if hint.get() == usize::MAX {
+            hint.set(NEXT_STRIPE_HINT.fetch_add(1, Ordering::Relaxed));
+        }
+        hint.get()
+    })
+}
+
+impl<Op: DelayedOperation> RetireQueue<Op> {
+    /// A queue with two stripes per available CPU (at least 4, at most 64,
+    /// a power of two), so that threads rarely share one.
+    pub(crate) fn new() -> Self {
+        let cpus = std::thread::available_parallelism().map_or(4, |n| n.get());
+        let stripes = (2 * cpus).clamp(4, 64).next_power_of_two();
+        RetireQueue {
+            stripes: (0..stripes)
+                .map(|_| CachePadded::new(Mutex::new(Vec::new())))
+                .collect(),
+            timers: CachePadded::new(AtomicUsize::new(0)),
+        }
+    }
+
+    fn own_stripe(&self) -> &Mutex<Vec<Retired<Op>>> {
+        &self.stripes[stripe_hint() & (self.stripes.len() - 1)]
+    }
+
+    /// Timer entries retired but not yet cancelled.
+    pub(crate) fn timers(&self) -> usize {
+        self.timers.load(Ordering::Relaxed)
+    }
+
+    /// Appends `retired` to this thread's stripe, freeing the stripe's batch
+    /// if it is full.
+    pub(crate) fn push(
+        &self,
+        retired: Retired<Op>,
+        index: &dyn ErasedIndex<Op>,
+        timer: &Timer<ExpiryTask<Op>>,
+    ) {
+        if retired.timer.is_some() {
+            self.timers.fetch_add(1, Ordering::Relaxed);
+        }
+        let full = {
+            let mut stripe = self.own_stripe().lock();
+            stripe.push(retired);
+            if stripe.len() >= RETIRE_BATCH {
+                std::mem::take(&mut *stripe)
+            } else {
+                return;
+            }
+        };
+        self.free(full, index, timer);
+    }
+
+    /// Frees what this thread's stripe holds.
+    pub(crate) fn free_own(&self, index: &dyn ErasedIndex<Op>, timer: &Timer<ExpiryTask<Op>>) {
+        let batch = std::mem::take(&mut *self.own_stripe().lock());
+        self.free(batch, index, timer);
+    }
+
+    /// Frees what every stripe holds.
+    pub(crate) fn free_all(&self, index: &dyn ErasedIndex<Op>, timer: &Timer<ExpiryTask<Op>>) {
+        for stripe in self.stripes.iter() {
+            let batch = std::mem::take(&mut *stripe.lock());
+            self.free(batch, index, timer);
+        }
+    }
+
+    /// Frees the slots and cancels the timer entries of `batch`, then drops
+    /// it (maybe the last references to its operations).
+    fn free(
+        &self,
+        batch: Vec<Retired<Op>>,
+        index: &dyn ErasedIndex<Op>,
+        timer: &Timer<ExpiryTask<Op>>,
+    ) {
+        if batch.is_empty() {
+            return;
+        }
+        let mut handles: Vec<TimerHandle> = batch.iter().filter_map(|r| r.timer).collect();
+        if !handles.is_empty() {
+            timer.cancel_all(&mut handles);
+            self.timers.fetch_sub(handles.len(), Ordering::Relaxed);
+        }
+        index.unwatch_batch(&batch);
+        drop(batch);
+    }
+}
