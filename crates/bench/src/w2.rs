@@ -1139,17 +1139,19 @@ impl WakeupCost {
     /// millisecond (so that it really is asleep each time); the notifier's
     /// side is timed around the notify alone. Returns the cost of one.
     fn park_batch() -> Option<Duration> {
-        let state = (Mutex::new((0u32, false)), Condvar::new());
+        // (signals sent, signals seen): a counter, not a flag, so that two
+        // signals sent while the waiter is descheduled still add up and it
+        // cannot wait for one that already came.
+        let state = (Mutex::new((0u32, 0u32)), Condvar::new());
         let mut notify_cpu = Some(Duration::ZERO);
         let waiter_cpu = thread::scope(|s| {
             let waiter = s.spawn(|| {
                 let c0 = thread_cpu();
                 let (lock, cv) = &state;
                 let mut g = lock.lock();
-                while g.0 < Self::PER_BATCH {
-                    if g.1 {
-                        g.1 = false;
-                        g.0 += 1;
+                while g.1 < Self::PER_BATCH {
+                    if g.0 > g.1 {
+                        g.1 = g.0;
                     } else {
                         cv.wait(&mut g);
                     }
@@ -1160,7 +1162,7 @@ impl WakeupCost {
             for _ in 0..Self::PER_BATCH {
                 thread::sleep(Duration::from_millis(1));
                 let c0 = thread_cpu();
-                state.0.lock().1 = true;
+                state.0.lock().0 += 1;
                 state.1.notify_one();
                 notify_cpu = notify_cpu
                     .zip(cpu_since(c0, thread_cpu()))
