@@ -407,16 +407,33 @@ impl<K: WatchKey, Op: DelayedOperation> WatchIndex<K, Op> {
         let slots = &list.slab.slots;
         let mut i = cursor.next_slot;
         while i < slots.len() {
-            if out.len() >= max {
+            let room = max.saturating_sub(out.len());
+            if room == 0 {
                 cursor.next_slot = i;
                 return Some(cursor);
             }
-            if let Slot::Occupied(op) = &slots[i] {
-                if op.is_pending() {
-                    out.push(op.clone());
+            let window = &slots[i..slots.len().min(i + room.min(64))];
+            // Two passes, so the shard lock is held briefly. The first only
+            // reads each occupant's state: independent loads, whose cache
+            // misses the CPU overlaps (the operations were last touched long
+            // ago, often on another core). The second clones the pending
+            // ones, and each clone (an atomic read-modify-write, which waits
+            // for its cache line before the next can start) finds its line
+            // in cache.
+            let mut pending = 0u64;
+            for (j, slot) in window.iter().enumerate() {
+                if matches!(slot, Slot::Occupied(op) if op.is_pending()) {
+                    pending |= 1 << j;
                 }
             }
-            i += 1;
+            for (j, slot) in window.iter().enumerate() {
+                if let Slot::Occupied(op) = slot {
+                    if pending & (1 << j) != 0 {
+                        out.push(op.clone());
+                    }
+                }
+            }
+            i += window.len();
         }
         None
     }
