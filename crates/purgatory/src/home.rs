@@ -11,16 +11,18 @@
 //! Invariant: `watched` equals the number of watch-list entries of every
 //! operation claimed by this purgatory. It is raised by the claimer before
 //! the operation lock is released and lowered by the releaser under that
-//! lock, so it never goes below zero.
+//! lock, so it never goes below zero. It is striped by thread (see
+//! [`StripedCounter`]): the thread watching operations and the one completing
+//! them would otherwise write one cache line for every operation.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use crossbeam_utils::CachePadded;
 use timer::Timer;
 
 use crate::operation::{DelayedOperation, ExpiryTask};
 use crate::retire::{RetireQueue, Retired};
+use crate::stripe::StripedCounter;
 use crate::watch::ErasedIndex;
 
 pub(crate) struct Home<Op: DelayedOperation> {
@@ -29,7 +31,7 @@ pub(crate) struct Home<Op: DelayedOperation> {
     /// The purgatory's watch lists, reached without the key type.
     pub(crate) index: Arc<dyn ErasedIndex<Op>>,
     retired: RetireQueue<Op>,
-    watched: CachePadded<AtomicUsize>,
+    watched: StripedCounter,
     shut_down: AtomicBool,
 }
 
@@ -44,21 +46,21 @@ impl<Op: DelayedOperation> Home<Op> {
             timer,
             index,
             retired: RetireQueue::new(),
-            watched: CachePadded::new(AtomicUsize::new(0)),
+            watched: StripedCounter::new(),
             shut_down: AtomicBool::new(false),
         }
     }
 
     pub(crate) fn watched(&self) -> usize {
-        self.watched.load(Ordering::Relaxed)
+        self.watched.sum()
     }
 
     pub(crate) fn add_watched(&self, n: usize) {
-        self.watched.fetch_add(n, Ordering::Relaxed);
+        self.watched.add(n);
     }
 
     pub(crate) fn sub_watched(&self, n: usize) {
-        self.watched.fetch_sub(n, Ordering::Relaxed);
+        self.watched.sub(n);
     }
 
     /// Hands a released operation's slots and timer entry over to be freed

@@ -116,6 +116,7 @@ mod home;
 mod operation;
 mod purgatory;
 mod retire;
+mod stripe;
 mod watch;
 
 pub use crate::error::PurgatoryError;

@@ -433,7 +433,8 @@ impl<K: WatchKey, Op: DelayedOperation> Purgatory<K, Op> {
     }
 
     /// Number of watch-list entries (an operation watched under three keys
-    /// counts three times). O(1). Completed and cancelled operations are
+    /// counts three times). O(1): a sum of a few per-thread counters (at most
+    /// 64), independent of the number of operations. Completed and cancelled operations are
     /// never counted, even before their slots are freed (see
     /// [`purge`](Self::purge)).
     pub fn watched(&self) -> usize {

@@ -35,7 +35,6 @@
 //!   after it has been taken out, so an operation dropped during the freeing
 //!   (user `Drop` code) may release other operations without deadlock.
 
-use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -44,6 +43,7 @@ use parking_lot::Mutex;
 use timer::{Timer, TimerHandle};
 
 use crate::operation::{DelayedOperation, ExpiryTask, Shared};
+use crate::stripe;
 use crate::watch::{ErasedIndex, Members};
 
 /// How many released operations a stripe collects before freeing them.
@@ -74,31 +74,12 @@ pub(crate) struct RetireQueue<Op: DelayedOperation> {
     timers: CachePadded<AtomicUsize>,
 }
 
-thread_local! {
-    /// This thread's stripe choice: assigned round-robin on first use.
-    static STRIPE_HINT: Cell<usize> = const { Cell::new(usize::MAX) };
-}
-
-/// Round-robin source of stripe hints.
-static NEXT_STRIPE_HINT: AtomicUsize = AtomicUsize::new(0);
-
-fn stripe_hint() -> usize {
-    STRIPE_HINT.with(|hint| {
-        if hint.get() == usize::MAX {
-            hint.set(NEXT_STRIPE_HINT.fetch_add(1, Ordering::Relaxed));
-        }
-        hint.get()
-    })
-}
-
 impl<Op: DelayedOperation> RetireQueue<Op> {
-    /// A queue with two stripes per available CPU (at least 4, at most 64,
-    /// a power of two), so that threads rarely share one.
+    /// A queue with [`stripe::count`] stripes, so that threads rarely share
+    /// one.
     pub(crate) fn new() -> Self {
-        let cpus = std::thread::available_parallelism().map_or(4, |n| n.get());
-        let stripes = (2 * cpus).clamp(4, 64).next_power_of_two();
         RetireQueue {
-            stripes: (0..stripes)
+            stripes: (0..stripe::count())
                 .map(|_| CachePadded::new(Mutex::new(Vec::new())))
                 .collect(),
             timers: CachePadded::new(AtomicUsize::new(0)),
@@ -106,7 +87,7 @@ impl<Op: DelayedOperation> RetireQueue<Op> {
     }
 
     fn own_stripe(&self) -> &Mutex<Vec<Retired<Op>>> {
-        &self.stripes[stripe_hint() & (self.stripes.len() - 1)]
+        &self.stripes[stripe::hint() & (self.stripes.len() - 1)]
     }
 
     /// Timer entries retired but not yet cancelled.

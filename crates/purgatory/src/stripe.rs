@@ -1,0 +1,96 @@
+//! Thread stripes: each thread gets an index, assigned round-robin on first
+//! use, that spreads threads over a fixed number of stripes, so that threads
+//! working at the same time rarely write the same cache line. The retire
+//! queue and the watched counter are striped this way.
+//!
+//! Invariant: [`StripedCounter::sum`] is the sum of every `add` less every
+//! `sub`, whichever stripes they landed on; a single stripe may go negative
+//! (one thread counts an operation in, another counts it out).
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
+
+use crossbeam_utils::CachePadded;
+
+thread_local! {
+    /// This thread's stripe index (before masking): assigned on first use.
+    static HINT: Cell<usize> = const { Cell::new(usize::MAX) };
+}
+
+/// Round-robin source of stripe indices.
+static NEXT_HINT: AtomicUsize = AtomicUsize::new(0);
+
+/// The calling thread's stripe index; mask it with `stripes - 1`.
+pub(crate) fn hint() -> usize {
+    HINT.with(|hint| {
+        if hint.get() == usize::MAX {
+            hint.set(NEXT_HINT.fetch_add(1, Ordering::Relaxed));
+        }
+        hint.get()
+    })
+}
+
+/// How many stripes a striped structure gets: two per available CPU, at
+/// least 4 and at most 64, a power of two.
+pub(crate) fn count() -> usize {
+    let cpus = std::thread::available_parallelism().map_or(4, |n| n.get());
+    (2 * cpus).clamp(4, 64).next_power_of_two()
+}
+
+/// A counter that threads raise and lower on their own stripes (no cache
+/// line shared between a thread counting in and one counting out); reading
+/// it sums the stripes, O(stripes) whatever the count.
+pub(crate) struct StripedCounter {
+    cells: Box<[CachePadded<AtomicIsize>]>,
+}
+
+impl StripedCounter {
+    pub(crate) fn new() -> Self {
+        StripedCounter {
+            cells: (0..count())
+                .map(|_| CachePadded::new(AtomicIsize::new(0)))
+                .collect(),
+        }
+    }
+
+    fn own(&self) -> &AtomicIsize {
+        &self.cells[hint() & (self.cells.len() - 1)]
+    }
+
+    pub(crate) fn add(&self, n: usize) {
+        self.own().fetch_add(n as isize, Ordering::Relaxed);
+    }
+
+    pub(crate) fn sub(&self, n: usize) {
+        self.own().fetch_sub(n as isize, Ordering::Relaxed);
+    }
+
+    /// The count (a snapshot while other threads count; never negative).
+    pub(crate) fn sum(&self) -> usize {
+        let sum: isize = self.cells.iter().map(|c| c.load(Ordering::Relaxed)).sum();
+        sum.max(0) as usize
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn counts_in_on_one_thread_and_out_on_another() {
+        let c = Arc::new(StripedCounter::new());
+        c.add(5);
+        let other = c.clone();
+        std::thread::spawn(move || other.sub(3)).join().unwrap();
+        assert_eq!(c.sum(), 2);
+        std::thread::spawn({
+            let c = c.clone();
+            move || c.sub(2)
+        })
+        .join()
+        .unwrap();
+        assert_eq!(c.sum(), 0);
+        assert!(count().is_power_of_two() && (4..=64).contains(&count()));
+    }
+}
