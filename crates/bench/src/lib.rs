@@ -35,6 +35,14 @@ pub mod w1;
 pub mod w2;
 pub mod w3;
 
+/// The global allocator the runner was built with: `"mimalloc"` with the
+/// `mimalloc` feature, else `"system"` (glibc's malloc on Linux).
+pub const ALLOCATOR: &str = if cfg!(feature = "mimalloc") {
+    "mimalloc"
+} else {
+    "system"
+};
+
 /// One check of a published target ("timer total ≤ 0.8 × fastest peer"),
 /// evaluated on the figures of one run.
 #[derive(Debug, Clone, PartialEq)]

@@ -24,6 +24,10 @@ use purgatory_bench::report::{self, Record};
 use purgatory_bench::{child, w1, w2, w3, TargetCheck};
 use std::process::ExitCode;
 
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "purgatory-bench",
@@ -432,7 +436,7 @@ fn run_w2(a: &W2Args) -> Result<(), String> {
         merged.extend(measure(&a.common, &w)?);
     }
     let describe = format!(
-        "W2 purgatory (Kafka's TestPurgatoryPerformance): keys {} (seed {}, {} of {}), latency log-normal pct50 {} ms pct75 {} ms, timeout {} ms, {} B per request, pace {} ms; runs: {} (real clock, reaper running)",
+        "W2 purgatory (Kafka's TestPurgatoryPerformance): keys {} (seed {}, {} of {}), latency log-normal pct50 {} ms pct75 {} ms, timeout {} ms, {} B per request, pace {} ms; runs: {} (real clock, reaper running, {} allocator)",
         w2::choose_keys(base.seed, base.keys, base.key_space_size).join(","),
         base.seed,
         base.keys,
@@ -446,6 +450,7 @@ fn run_w2(a: &W2Args) -> Result<(), String> {
             .map(|p| format!("{} at {}/s", p.num, p.rate))
             .collect::<Vec<_>>()
             .join(", "),
+        purgatory_bench::ALLOCATOR,
     );
     print_report(
         &a.common,

@@ -948,6 +948,7 @@ impl W2Result {
         Record::new()
             .with("workload", "w2")
             .with("impl", self.impl_name)
+            .with("allocator", crate::ALLOCATOR)
             .with("requests", n)
             .with("target_rate", target_rate)
             .with("actual_rate", actual_rate)
