@@ -51,8 +51,8 @@
 //! Two completion modes, one row each ([`IMPLS`]):
 //!
 //! - `purgatory`: the completion thread calls [`Operation::force_complete`],
-//!   as Kafka's tool does; the purgatory removes the completed operation
-//!   from its watch lists at once.
+//!   as Kafka's tool does; the purgatory still removes the completed
+//!   operation from its watch lists (in its per-thread batches of 64).
 //! - `purgatory_check`: the completion thread calls
 //!   [`Purgatory::check_and_complete`] on each of the request's keys,
 //!   checking [`Operation::is_completed`] before each call and stopping as

@@ -18,11 +18,17 @@
 //!   `on_expiration` runs only when the timeout completed it, after
 //!   `on_complete`. The callbacks and `try_complete` always run under the
 //!   operation's (reentrant) lock, so never concurrently with each other.
-//! * A completed or cancelled operation leaves every watch list at once, in
-//!   O(1) per key: nothing completed lingers, no purge is needed, and
-//!   [`Purgatory::watched`] (an O(1) counter) counts only pending entries.
-//!   [`Purgatory::cancel_for_key`] removes the operations it returns from
-//!   their other keys' lists too.
+//! * A completed or cancelled operation stops being counted at once
+//!   ([`Purgatory::watched`] and [`Purgatory::delayed`] are O(1) and count
+//!   only pending operations), and leaves every watch list and the timer in
+//!   O(1) per key, batched: its slots are freed with the next 63 released
+//!   on the same thread stripe, one lock hold per shard for the batch. So a
+//!   bounded number of completed operations linger (at most 63 per stripe,
+//!   whatever the keys), never one per key that is not checked again as in
+//!   Kafka. [`Purgatory::check_and_complete`] and
+//!   [`Purgatory::cancel_for_key`] free their own batch before returning;
+//!   [`Purgatory::purge`] frees everything. `cancel_for_key` removes the
+//!   operations it returns from their other keys' lists too.
 //! * No user callback runs while a purgatory lock is held, so callbacks may
 //!   call back into the purgatory. Panics in callbacks are caught at the
 //!   purgatory boundary and logged (`log::error!`); a panicking
@@ -32,7 +38,8 @@
 //! * Shutdown handles pending operations by an explicit [`ShutdownPolicy`].
 //!
 //! Differences from Kafka, by design: completion removes operations from
-//! every list eagerly instead of a periodic purge; `cancel_for_key` also
+//! every list in small bounded batches instead of a periodic purge that
+//! leaves cold keys' lists untouched; `cancel_for_key` also
 //! removes the operations from their other keys; `try_complete_else_watch`
 //! rejects an operation that is already watched or completed
 //! ([`PurgatoryError::AlreadyWatched`], [`PurgatoryError::AlreadyCompleted`]).

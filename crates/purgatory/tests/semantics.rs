@@ -1,5 +1,5 @@
 //! The purgatory's promises beyond Kafka's own tests: exactly-once under
-//! races, callbacks never overlapping, misuse as error values, eager removal
+//! races, callbacks never overlapping, misuse as error values, bounded removal
 //! (the million-operation residue test), panics at the boundary, reentrant
 //! callbacks, the shutdown policies.
 
