@@ -24,8 +24,8 @@
 //!   O(1) per key, batched: its slots are freed with the next 63 released
 //!   on the same thread stripe, one lock hold per shard for the batch. So a
 //!   bounded number of completed operations linger (at most 63 per stripe,
-//!   whatever the keys), never one per key that is not checked again as in
-//!   Kafka. [`Purgatory::check_and_complete`] and
+//!   whatever the keys), and no sweep over every list is ever needed.
+//!   [`Purgatory::check_and_complete`] and
 //!   [`Purgatory::cancel_for_key`] free their own batch before returning;
 //!   [`Purgatory::purge`] frees everything. `cancel_for_key` removes the
 //!   operations it returns from their other keys' lists too.
@@ -39,7 +39,8 @@
 //!
 //! Differences from Kafka, by design: completion removes operations from
 //! every list in small bounded batches instead of a periodic purge that
-//! leaves cold keys' lists untouched; `cancel_for_key` also
+//! sweeps every list once about 1,000 completed operations linger;
+//! `cancel_for_key` also
 //! removes the operations from their other keys; `try_complete_else_watch`
 //! rejects an operation that is already watched or completed
 //! ([`PurgatoryError::AlreadyWatched`], [`PurgatoryError::AlreadyCompleted`]).

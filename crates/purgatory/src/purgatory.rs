@@ -433,10 +433,10 @@ impl<K: WatchKey, Op: DelayedOperation> Purgatory<K, Op> {
     }
 
     /// Number of watch-list entries (an operation watched under three keys
-    /// counts three times). O(1): a sum of a few per-thread counters (at most
-    /// 64), independent of the number of operations. Completed and cancelled operations are
-    /// never counted, even before their slots are freed (see
-    /// [`purge`](Self::purge)).
+    /// counts three times). O(1): a sum of a few per-thread counters (at
+    /// most 64), independent of the number of operations. Completed and
+    /// cancelled operations are never counted, even before their slots are
+    /// freed (see [`purge`](Self::purge)).
     pub fn watched(&self) -> usize {
         self.home.watched()
     }
@@ -461,7 +461,8 @@ impl<K: WatchKey, Op: DelayedOperation> Purgatory<K, Op> {
     /// batch, instead of one per key and operation), so at most 63 completed
     /// operations per thread stripe (two stripes per CPU) linger. Kafka's
     /// purge, by contrast, lets about a thousand completed operations linger
-    /// per purgatory and none is freed from a key never checked again.
+    /// per purgatory and then sweeps every watch list, O(all watched
+    /// entries), and never runs without its reaper.
     /// [`check_and_complete`](Self::check_and_complete),
     /// [`cancel_for_key`](Self::cancel_for_key) and
     /// [`advance_clock`](Self::advance_clock) free what their own thread

@@ -35,7 +35,6 @@
 //!   after it has been taken out, so an operation dropped during the freeing
 //!   (user `Drop` code) may release other operations without deadlock.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crossbeam_utils::CachePadded;
@@ -43,7 +42,7 @@ use parking_lot::Mutex;
 use timer::{Timer, TimerHandle};
 
 use crate::operation::{DelayedOperation, ExpiryTask, Shared};
-use crate::stripe;
+use crate::stripe::{self, StripedCounter};
 use crate::watch::{ErasedIndex, Members};
 
 /// How many released operations a stripe collects before freeing them.
@@ -71,7 +70,7 @@ pub(crate) struct RetireQueue<Op: DelayedOperation> {
     stripes: Box<[Stripe<Op>]>,
     /// Timer entries in the stripes, not yet cancelled (so that the
     /// purgatory's `delayed` can leave them out).
-    timers: CachePadded<AtomicUsize>,
+    timers: StripedCounter,
 }
 
 impl<Op: DelayedOperation> RetireQueue<Op> {
@@ -82,17 +81,17 @@ impl<Op: DelayedOperation> RetireQueue<Op> {
             stripes: (0..stripe::count())
                 .map(|_| CachePadded::new(Mutex::new(Vec::new())))
                 .collect(),
-            timers: CachePadded::new(AtomicUsize::new(0)),
+            timers: StripedCounter::new(),
         }
     }
 
-    fn own_stripe(&self) -> &Mutex<Vec<Retired<Op>>> {
-        &self.stripes[stripe::hint() & (self.stripes.len() - 1)]
+    fn own_stripe(&self) -> &Stripe<Op> {
+        stripe::own(&self.stripes)
     }
 
     /// Timer entries retired but not yet cancelled.
     pub(crate) fn timers(&self) -> usize {
-        self.timers.load(Ordering::Relaxed)
+        self.timers.sum()
     }
 
     /// Appends `retired` to this thread's stripe, freeing the stripe's batch
@@ -104,7 +103,7 @@ impl<Op: DelayedOperation> RetireQueue<Op> {
         timer: &Timer<ExpiryTask<Op>>,
     ) {
         if retired.timer.is_some() {
-            self.timers.fetch_add(1, Ordering::Relaxed);
+            self.timers.add(1);
         }
         let full = {
             let mut stripe = self.own_stripe().lock();
@@ -146,7 +145,7 @@ impl<Op: DelayedOperation> RetireQueue<Op> {
         let mut handles: Vec<TimerHandle> = batch.iter().filter_map(|r| r.timer).collect();
         if !handles.is_empty() {
             timer.cancel_all(&mut handles);
-            self.timers.fetch_sub(handles.len(), Ordering::Relaxed);
+            self.timers.sub(handles.len());
         }
         index.unwatch_batch(&batch);
         drop(batch);

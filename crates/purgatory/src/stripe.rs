@@ -20,14 +20,21 @@ thread_local! {
 /// Round-robin source of stripe indices.
 static NEXT_HINT: AtomicUsize = AtomicUsize::new(0);
 
-/// The calling thread's stripe index; mask it with `stripes - 1`.
-pub(crate) fn hint() -> usize {
+/// The calling thread's stripe index (before masking).
+fn hint() -> usize {
     HINT.with(|hint| {
         if hint.get() == usize::MAX {
             hint.set(NEXT_HINT.fetch_add(1, Ordering::Relaxed));
         }
         hint.get()
     })
+}
+
+/// The calling thread's stripe of `stripes` (a power of two long, as
+/// [`count`] gives).
+pub(crate) fn own<T>(stripes: &[T]) -> &T {
+    debug_assert!(stripes.len().is_power_of_two());
+    &stripes[hint() & (stripes.len() - 1)]
 }
 
 /// How many stripes a striped structure gets: two per available CPU, at
@@ -53,16 +60,12 @@ impl StripedCounter {
         }
     }
 
-    fn own(&self) -> &AtomicIsize {
-        &self.cells[hint() & (self.cells.len() - 1)]
-    }
-
     pub(crate) fn add(&self, n: usize) {
-        self.own().fetch_add(n as isize, Ordering::Relaxed);
+        own(&self.cells).fetch_add(n as isize, Ordering::Relaxed);
     }
 
     pub(crate) fn sub(&self, n: usize) {
-        self.own().fetch_sub(n as isize, Ordering::Relaxed);
+        own(&self.cells).fetch_sub(n as isize, Ordering::Relaxed);
     }
 
     /// The count (a snapshot while other threads count; never negative).
