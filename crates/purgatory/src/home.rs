@@ -74,7 +74,15 @@ impl<Op: DelayedOperation> Home<Op> {
         self.retired.free_own(&*self.index, &self.timer);
     }
 
-    /// Frees everything retired and not yet freed, by any thread.
+    /// Drops one batch of completed operations whose slots and timer entries
+    /// are already freed, if any (a watching thread's share; see
+    /// [`crate::retire`]).
+    pub(crate) fn drop_unlinked(&self) {
+        self.retired.drop_unlinked();
+    }
+
+    /// Frees everything retired and not yet freed, by any thread, and drops
+    /// every completed operation still held.
     pub(crate) fn free_all_retired(&self) {
         self.retired.free_all(&*self.index, &self.timer);
     }

@@ -273,6 +273,9 @@ impl<K: WatchKey, Op: DelayedOperation> Purgatory<K, Op> {
         if self.home.is_shut_down() {
             return Err(PurgatoryError::Shutdown);
         }
+        // This thread's share of freeing completed operations: so they are
+        // freed where operations are created (see `crate::retire`).
+        self.home.drop_unlinked();
         let name = self.home.name.as_str();
         let (epoch, timeout) = {
             let _guard = shared.lock();

@@ -34,7 +34,39 @@
 //!   with no other lock taken and no user code run under it. A batch is freed
 //!   after it has been taken out, so an operation dropped during the freeing
 //!   (user `Drop` code) may release other operations without deadlock.
+//!
+//! # Where operations are dropped
+//!
+//! Once a batch's slots are freed and its timer entries cancelled, the batch
+//! holds what are usually the last references to its operations. It is not
+//! dropped there: it goes to a short queue of *unlinked* batches, and the
+//! next thread to watch an operation
+//! ([`try_complete_else_watch`](crate::Purgatory::try_complete_else_watch))
+//! drops one of them. So operations are freed by the threads that create
+//! them rather than by the threads that complete or expire them. With
+//! glibc's malloc this matters: a block freed by another thread than the one
+//! that allocated it goes back through the allocating arena's lock, which the
+//! allocating thread takes for its next operation too; in Kafka's purgatory
+//! workload (W2) that lock's contention cost a third of the rate at which
+//! one thread could watch operations while another completed them, and
+//! doubled the memory held. (Thread-caching allocators such as mimalloc do
+//! not need it, and lose nothing by it.) It also keeps user `Drop` code off
+//! the timer's expiration thread.
+//!
+//! * The queue holds at most [`UNLINKED_BATCHES`] batches; a batch freed
+//!   while it is full is dropped at once by the freeing thread. So at most
+//!   `UNLINKED_BATCHES × RETIRE_BATCH` unlinked operations wait to be
+//!   dropped, however long no operation is watched.
+//!   [`RetireQueue::free_all`] (the purgatory's `purge`, and shutdown) drops
+//!   them all.
+//! * Unlinked operations are no longer in any list or the timer: nothing in
+//!   the purgatory reaches them any more; only their memory is pending.
+//! * The queue's lock is a leaf too, and batches are dropped after being
+//!   taken out of it, with no purgatory lock held. A panic in a user `Drop`
+//!   is caught and logged.
 
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crossbeam_utils::CachePadded;
@@ -52,6 +84,14 @@ use crate::watch::{ErasedIndex, Members};
 /// operations instead of per operation), small enough that the lingering
 /// operations stay few and a batch's slots still sit in cache when freed.
 pub(crate) const RETIRE_BATCH: usize = 64;
+
+/// How many unlinked batches wait for a watching thread to drop them.
+///
+/// A watching thread drops one batch per operation it watches, and every
+/// batch stands for at least `RETIRE_BATCH` earlier watches, so in a steady
+/// state the queue holds one batch at most; the room is for bursts (one
+/// `check_and_complete` completing thousands of operations).
+pub(crate) const UNLINKED_BATCHES: usize = 8;
 
 /// One released operation, kept alive until its slots are freed.
 pub(crate) struct Retired<Op: DelayedOperation> {
@@ -71,6 +111,10 @@ pub(crate) struct RetireQueue<Op: DelayedOperation> {
     /// Timer entries in the stripes, not yet cancelled (so that the
     /// purgatory's `delayed` can leave them out).
     timers: StripedCounter,
+    /// Unlinked batches, waiting to be dropped by a watching thread.
+    unlinked: CachePadded<Mutex<Vec<Vec<Retired<Op>>>>>,
+    /// `unlinked.len()`, readable without the lock.
+    unlinked_len: AtomicUsize,
 }
 
 impl<Op: DelayedOperation> RetireQueue<Op> {
@@ -82,6 +126,8 @@ impl<Op: DelayedOperation> RetireQueue<Op> {
                 .map(|_| CachePadded::new(Mutex::new(Vec::new())))
                 .collect(),
             timers: StripedCounter::new(),
+            unlinked: CachePadded::new(Mutex::new(Vec::new())),
+            unlinked_len: AtomicUsize::new(0),
         }
     }
 
@@ -123,16 +169,43 @@ impl<Op: DelayedOperation> RetireQueue<Op> {
         self.free(batch, index, timer);
     }
 
-    /// Frees what every stripe holds.
+    /// Frees what every stripe holds, and drops every unlinked batch.
     pub(crate) fn free_all(&self, index: &dyn ErasedIndex<Op>, timer: &Timer<ExpiryTask<Op>>) {
         for stripe in self.stripes.iter() {
             let batch = std::mem::take(&mut *stripe.lock());
             self.free(batch, index, timer);
         }
+        let unlinked = {
+            let mut queue = self.unlinked.lock();
+            self.unlinked_len.store(0, Ordering::Relaxed);
+            std::mem::take(&mut *queue)
+        };
+        for batch in unlinked {
+            drop_batch(batch);
+        }
     }
 
-    /// Frees the slots and cancels the timer entries of `batch`, then drops
-    /// it (maybe the last references to its operations).
+    /// Drops one unlinked batch, if any: called by a thread about to watch
+    /// an operation (see the module docs).
+    pub(crate) fn drop_unlinked(&self) {
+        // Relaxed: a stale zero only leaves the batch for the next call.
+        if self.unlinked_len.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        let batch = {
+            let mut queue = self.unlinked.lock();
+            let batch = queue.pop();
+            self.unlinked_len.store(queue.len(), Ordering::Relaxed);
+            batch
+        };
+        if let Some(batch) = batch {
+            drop_batch(batch);
+        }
+    }
+
+    /// Frees the slots and cancels the timer entries of `batch`, then queues
+    /// it (maybe the last references to its operations) to be dropped by a
+    /// watching thread, or drops it if the queue is full.
     fn free(
         &self,
         batch: Vec<Retired<Op>>,
@@ -148,6 +221,30 @@ impl<Op: DelayedOperation> RetireQueue<Op> {
             self.timers.sub(handles.len());
         }
         index.unwatch_batch(&batch);
-        drop(batch);
+        let overflow = {
+            let mut queue = self.unlinked.lock();
+            if queue.len() < UNLINKED_BATCHES {
+                queue.push(batch);
+                self.unlinked_len.store(queue.len(), Ordering::Relaxed);
+                None
+            } else {
+                Some(batch)
+            }
+        };
+        if let Some(batch) = overflow {
+            drop_batch(batch);
+        }
+    }
+}
+
+/// Drops a batch of unlinked operations, one by one, with no purgatory lock
+/// held. A panic in a user `Drop` is logged, not propagated (the caller is
+/// in the middle of a purgatory call), and the batch's other operations are
+/// still dropped.
+fn drop_batch<Op: DelayedOperation>(batch: Vec<Retired<Op>>) {
+    for retired in batch {
+        if catch_unwind(AssertUnwindSafe(move || drop(retired))).is_err() {
+            log::error!("dropping a completed operation panicked; the panic was contained");
+        }
     }
 }

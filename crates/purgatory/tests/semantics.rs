@@ -331,11 +331,12 @@ fn force_completed_operations_linger_at_most_a_batch_per_thread() {
         // Counts drop at once; slots and timer entries follow in batches.
         assert_eq!((p.watched(), p.delayed()), (0, 0));
         let freed = drops.load(Ordering::SeqCst);
-        // Each stripe holds fewer than a batch; these threads use at most
-        // THREADS stripes.
+        // Each stripe holds fewer than a batch (these threads use at most
+        // THREADS stripes), and at most 8 freed batches wait for a watching
+        // thread to drop them.
         let lingering = THREADS * PER_THREAD - freed;
         assert!(
-            lingering < BATCH * THREADS,
+            lingering < BATCH * (THREADS + 8),
             "{lingering} completed operations linger"
         );
         // Their timer entries are dead: nothing expires.
@@ -352,6 +353,148 @@ fn force_completed_operations_linger_at_most_a_batch_per_thread() {
     p.purge();
     advance(&p, &clock, 2_000);
     assert_eq!((o.completions(), o.expirations()), (1, 0));
+}
+
+/// The threads that dropped operations, in order.
+type DroppedOn = Arc<Mutex<Vec<std::thread::ThreadId>>>;
+
+/// Records the thread that drops it, and panics in `Drop` when asked.
+struct DropTracked {
+    dropped_on: DroppedOn,
+    panic_on_drop: bool,
+}
+
+impl DelayedOperation for DropTracked {
+    fn timeout(&self) -> Duration {
+        Duration::from_secs(30)
+    }
+    fn try_complete(&self) -> bool {
+        false
+    }
+    fn on_complete(&self) {}
+}
+
+impl Drop for DropTracked {
+    fn drop(&mut self) {
+        self.dropped_on
+            .lock()
+            .unwrap()
+            .push(std::thread::current().id());
+        if self.panic_on_drop {
+            panic!("DropTracked panics in drop");
+        }
+    }
+}
+
+/// A purgatory of `DropTracked` on a manual clock, `n` operations watched
+/// under one key by this thread, and their only handles.
+fn watched_tracked(
+    n: usize,
+    panic_on_drop: bool,
+) -> (
+    Purgatory<Key, DropTracked>,
+    DroppedOn,
+    Vec<Operation<DropTracked>>,
+) {
+    let p = Purgatory::builder("drops")
+        .clock(ManualClock::new())
+        .reaper(false)
+        .build()
+        .unwrap();
+    let dropped_on = Arc::new(Mutex::new(Vec::new()));
+    let ops = (0..n)
+        .map(|_| {
+            let o = Operation::new(DropTracked {
+                dropped_on: dropped_on.clone(),
+                panic_on_drop,
+            });
+            assert!(!p.try_complete_else_watch(o.clone(), [key("k")]).unwrap());
+            o
+        })
+        .collect();
+    (p, dropped_on, ops)
+}
+
+/// Force-completes `ops` on a thread of its own, which drops the handles.
+fn complete_elsewhere(ops: Vec<Operation<DropTracked>>) -> std::thread::ThreadId {
+    std::thread::spawn(move || {
+        for o in ops {
+            assert!(o.force_complete());
+        }
+        std::thread::current().id()
+    })
+    .join()
+    .unwrap()
+}
+
+/// Operations completed on one thread are freed by the next thread to watch
+/// an operation, one retire batch (64) per watch: so memory goes back to
+/// the allocator on the thread that allocated it (glibc's malloc otherwise
+/// takes the allocating arena's lock for every cross-thread free).
+#[test]
+fn completed_operations_are_dropped_by_the_next_watching_thread() {
+    const BATCH: usize = 64; // the purgatory's retire batch
+    let (p, dropped_on, ops) = watched_tracked(2 * BATCH, false);
+    complete_elsewhere(ops);
+    assert_eq!((p.watched(), p.delayed(), p.watched_keys()), (0, 0, 0));
+    // watched_keys purges, which drops everything: start again without it.
+    assert_eq!(dropped_on.lock().unwrap().len(), 2 * BATCH);
+
+    let (p, dropped_on, ops) = watched_tracked(2 * BATCH, false);
+    complete_elsewhere(ops);
+    assert_eq!((p.watched(), p.delayed()), (0, 0));
+    assert!(
+        dropped_on.lock().unwrap().is_empty(),
+        "the completing thread unlinks them but does not drop them"
+    );
+    let me = std::thread::current().id();
+    for watches in 1..=2 {
+        let o = Operation::new(DropTracked {
+            dropped_on: Arc::new(Mutex::new(Vec::new())),
+            panic_on_drop: false,
+        });
+        p.try_complete_else_watch(o, [key("other")]).unwrap();
+        let dropped = dropped_on.lock().unwrap().clone();
+        assert_eq!(dropped.len(), watches * BATCH);
+        assert!(dropped.iter().all(|&t| t == me), "dropped by the watcher");
+    }
+}
+
+/// With nobody watching, at most 8 batches (512 operations) wait to be
+/// dropped; the completing thread drops the rest at once, and `purge`
+/// drops everything.
+#[test]
+fn unlinked_operations_waiting_to_be_dropped_are_bounded() {
+    const BATCH: usize = 64; // the purgatory's retire batch
+    const QUEUED: usize = 8; // the purgatory's unlinked batches
+    let (p, dropped_on, ops) = watched_tracked((QUEUED + 3) * BATCH, false);
+    let completer = complete_elsewhere(ops);
+    {
+        let dropped = dropped_on.lock().unwrap();
+        assert_eq!(dropped.len(), 3 * BATCH);
+        assert!(dropped.iter().all(|&t| t == completer));
+    }
+    p.purge();
+    assert_eq!(dropped_on.lock().unwrap().len(), (QUEUED + 3) * BATCH);
+    assert_eq!((p.watched(), p.delayed(), p.watched_keys()), (0, 0, 0));
+}
+
+/// A panicking `Drop` of a completed operation is caught where the
+/// purgatory drops it, and the batch's other operations are still dropped.
+#[test]
+fn panicking_drop_of_a_completed_operation_is_contained() {
+    init_log();
+    let (p, dropped_on, ops) = watched_tracked(64, true);
+    complete_elsewhere(ops);
+    let o = Operation::new(DropTracked {
+        dropped_on: Arc::new(Mutex::new(Vec::new())),
+        panic_on_drop: false,
+    });
+    assert_eq!(p.try_complete_else_watch(o.clone(), [key("k")]), Ok(false));
+    assert_eq!(dropped_on.lock().unwrap().len(), 64, "every drop ran");
+    assert_eq!(p.check_and_complete(&key("k")), 0);
+    assert!(o.force_complete());
+    assert_eq!((p.watched(), p.delayed()), (0, 0));
 }
 
 // ------------------------------------------------------------- panics
