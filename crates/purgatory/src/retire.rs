@@ -39,24 +39,27 @@
 //!
 //! Once a batch's slots are freed and its timer entries cancelled, the batch
 //! holds what are usually the last references to its operations. It is not
-//! dropped there: it goes to a short queue of *unlinked* batches, and the
-//! next thread to watch an operation
+//! dropped there: it goes to a short queue of *unlinked* operations, and
+//! each call that watches an operation
 //! ([`try_complete_else_watch`](crate::Purgatory::try_complete_else_watch))
-//! drops one of them. So operations are freed by the threads that create
-//! them rather than by the threads that complete or expire them. With
-//! glibc's malloc this matters: a block freed by another thread than the one
-//! that allocated it goes back through the allocating arena's lock, which the
-//! allocating thread takes for its next operation too; in Kafka's purgatory
-//! workload (W2) that lock's contention cost a third of the rate at which
-//! one thread could watch operations while another completed them, and
-//! doubled the memory held. (Thread-caching allocators such as mimalloc do
-//! not need it, and lose nothing by it.) It also keeps user `Drop` code off
+//! drops [`DROPS_PER_WATCH`] of them. So operations are freed by the threads
+//! that create them rather than by the threads that complete or expire
+//! them, and a few at a time, so that each free is soon followed by an
+//! allocation of the same size (the allocator's thread cache serves both).
+//!
+//! Why: with glibc's malloc, a block freed by another thread than the one
+//! that allocated it goes back through the allocating arena's lock, which
+//! the allocating thread takes for its next operation too. In Kafka's
+//! purgatory workload (W2), one thread watching operations while another
+//! force-completed them lost about a third of its rate to that lock, and
+//! peak memory doubled. (mimalloc and jemalloc free across threads without
+//! such a lock; for them this is a wash.) It also keeps user `Drop` code off
 //! the timer's expiration thread.
 //!
-//! * The queue holds at most [`UNLINKED_BATCHES`] batches; a batch freed
-//!   while it is full is dropped at once by the freeing thread. So at most
-//!   `UNLINKED_BATCHES × RETIRE_BATCH` unlinked operations wait to be
-//!   dropped, however long no operation is watched.
+//! * The queue holds at most [`UNLINKED_MAX`] operations; a batch that
+//!   does not fit is dropped at once by the freeing thread. So at most that
+//!   many unlinked operations wait to be dropped, however long no operation
+//!   is watched.
 //!   [`RetireQueue::free_all`] (the purgatory's `purge`, and shutdown) drops
 //!   them all.
 //! * Unlinked operations are no longer in any list or the timer: nothing in
@@ -85,13 +88,16 @@ use crate::watch::{ErasedIndex, Members};
 /// operations stay few and a batch's slots still sit in cache when freed.
 pub(crate) const RETIRE_BATCH: usize = 64;
 
-/// How many unlinked batches wait for a watching thread to drop them.
+/// How many unlinked operations may wait for a watching thread to drop
+/// them: eight batches.
 ///
-/// A watching thread drops one batch per operation it watches, and every
-/// batch stands for at least `RETIRE_BATCH` earlier watches, so in a steady
-/// state the queue holds one batch at most; the room is for bursts (one
-/// `check_and_complete` completing thousands of operations).
-pub(crate) const UNLINKED_BATCHES: usize = 8;
+/// Every operation released was watched once before, so dropping more than
+/// one per watch keeps the queue short in a steady state; the room is for
+/// bursts (one `check_and_complete` completing thousands of operations).
+pub(crate) const UNLINKED_MAX: usize = 8 * RETIRE_BATCH;
+
+/// How many unlinked operations each watch drops (when there are any).
+pub(crate) const DROPS_PER_WATCH: usize = 2;
 
 /// One released operation, kept alive until its slots are freed.
 pub(crate) struct Retired<Op: DelayedOperation> {
@@ -111,9 +117,11 @@ pub(crate) struct RetireQueue<Op: DelayedOperation> {
     /// Timer entries in the stripes, not yet cancelled (so that the
     /// purgatory's `delayed` can leave them out).
     timers: StripedCounter,
-    /// Unlinked batches, waiting to be dropped by a watching thread.
+    /// Unlinked batches, waiting to be dropped by a watching thread (each
+    /// non-empty).
     unlinked: CachePadded<Mutex<Vec<Vec<Retired<Op>>>>>,
-    /// `unlinked.len()`, readable without the lock.
+    /// How many operations `unlinked` holds, readable without its lock;
+    /// changed only under it.
     unlinked_len: AtomicUsize,
 }
 
@@ -185,22 +193,27 @@ impl<Op: DelayedOperation> RetireQueue<Op> {
         }
     }
 
-    /// Drops one unlinked batch, if any: called by a thread about to watch
-    /// an operation (see the module docs).
+    /// Drops up to [`DROPS_PER_WATCH`] unlinked operations: called by a
+    /// thread about to watch an operation (see the module docs).
     pub(crate) fn drop_unlinked(&self) {
-        // Relaxed: a stale zero only leaves the batch for the next call.
+        // Relaxed: a stale zero only leaves the operations for the next call.
         if self.unlinked_len.load(Ordering::Relaxed) == 0 {
             return;
         }
-        let batch = {
+        let mut taken: [Option<Retired<Op>>; DROPS_PER_WATCH] = Default::default();
+        {
             let mut queue = self.unlinked.lock();
-            let batch = queue.pop();
-            self.unlinked_len.store(queue.len(), Ordering::Relaxed);
-            batch
-        };
-        if let Some(batch) = batch {
-            drop_batch(batch);
+            let mut n = 0;
+            while let (Some(slot), Some(batch)) = (taken.get_mut(n), queue.last_mut()) {
+                *slot = batch.pop();
+                n += 1;
+                if batch.is_empty() {
+                    queue.pop();
+                }
+            }
+            self.unlinked_len.fetch_sub(n, Ordering::Relaxed);
         }
+        drop_batch(taken.into_iter().flatten());
     }
 
     /// Frees the slots and cancels the timer entries of `batch`, then queues
@@ -223,9 +236,11 @@ impl<Op: DelayedOperation> RetireQueue<Op> {
         index.unwatch_batch(&batch);
         let overflow = {
             let mut queue = self.unlinked.lock();
-            if queue.len() < UNLINKED_BATCHES {
+            let len = self.unlinked_len.load(Ordering::Relaxed);
+            if len + batch.len() <= UNLINKED_MAX {
+                self.unlinked_len
+                    .store(len + batch.len(), Ordering::Relaxed);
                 queue.push(batch);
-                self.unlinked_len.store(queue.len(), Ordering::Relaxed);
                 None
             } else {
                 Some(batch)
@@ -241,7 +256,7 @@ impl<Op: DelayedOperation> RetireQueue<Op> {
 /// held. A panic in a user `Drop` is logged, not propagated (the caller is
 /// in the middle of a purgatory call), and the batch's other operations are
 /// still dropped.
-fn drop_batch<Op: DelayedOperation>(batch: Vec<Retired<Op>>) {
+fn drop_batch<Op: DelayedOperation>(batch: impl IntoIterator<Item = Retired<Op>>) {
     for retired in batch {
         if catch_unwind(AssertUnwindSafe(move || drop(retired))).is_err() {
             log::error!("dropping a completed operation panicked; the panic was contained");

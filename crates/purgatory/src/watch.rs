@@ -489,12 +489,28 @@ impl<K: WatchKey, Op: DelayedOperation> ErasedIndex<Op> for WatchIndex<K, Op> {
             .iter()
             .flat_map(|r| r.members.iter().map(move |m| (m, &*r.op)))
             .collect();
-        slots.sort_unstable_by_key(|(m, _)| m.shard);
+        // By shard, then by list and slot, so that each shard's slots are
+        // visited in address order.
+        slots.sort_unstable_by_key(|(m, _)| (m.shard, m.list, m.slot));
         // The slots' references, dropped once every lock is released (never
         // the last ones: `batch` holds one per operation).
         let mut removed = Vec::with_capacity(slots.len());
         for run in slots.chunk_by(|a, b| a.0.shard == b.0.shard) {
             let mut shard = self.shards[run[0].0.shard as usize].lock();
+            // Read every slot of the run before changing any: independent
+            // loads, whose cache misses the CPU overlaps (the slots were last
+            // written long ago, often by another core), so the removals
+            // below find their lines in cache and the lock, which the
+            // watching threads want too, is held for a fraction of the time.
+            let mut occupied = 0usize;
+            for &(m, _) in run {
+                let slots = &shard.list(m.list).slab.slots;
+                occupied += usize::from(matches!(
+                    slots.get(m.slot as usize),
+                    Some(Slot::Occupied(_))
+                ));
+            }
+            std::hint::black_box(occupied);
             for &(m, op) in run {
                 let list = shard.list_mut(m.list);
                 let entry = list.slab.remove(m.slot, op);

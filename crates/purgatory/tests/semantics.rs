@@ -427,10 +427,10 @@ fn complete_elsewhere(ops: Vec<Operation<DropTracked>>) -> std::thread::ThreadId
     .unwrap()
 }
 
-/// Operations completed on one thread are freed by the next thread to watch
-/// an operation, one retire batch (64) per watch: so memory goes back to
-/// the allocator on the thread that allocated it (glibc's malloc otherwise
-/// takes the allocating arena's lock for every cross-thread free).
+/// Operations completed on one thread are freed by the threads that watch
+/// operations, two per watch: so memory goes back to the allocator on the
+/// thread that allocated it (glibc's malloc otherwise takes the allocating
+/// arena's lock for every cross-thread free).
 #[test]
 fn completed_operations_are_dropped_by_the_next_watching_thread() {
     const BATCH: usize = 64; // the purgatory's retire batch
@@ -448,19 +448,19 @@ fn completed_operations_are_dropped_by_the_next_watching_thread() {
         "the completing thread unlinks them but does not drop them"
     );
     let me = std::thread::current().id();
-    for watches in 1..=2 {
+    for watches in 1..=BATCH {
         let o = Operation::new(DropTracked {
             dropped_on: Arc::new(Mutex::new(Vec::new())),
             panic_on_drop: false,
         });
         p.try_complete_else_watch(o, [key("other")]).unwrap();
         let dropped = dropped_on.lock().unwrap().clone();
-        assert_eq!(dropped.len(), watches * BATCH);
+        assert_eq!(dropped.len(), 2 * watches);
         assert!(dropped.iter().all(|&t| t == me), "dropped by the watcher");
     }
 }
 
-/// With nobody watching, at most 8 batches (512 operations) wait to be
+/// With nobody watching, at most 512 operations (8 batches) wait to be
 /// dropped; the completing thread drops the rest at once, and `purge`
 /// drops everything.
 #[test]
@@ -480,7 +480,8 @@ fn unlinked_operations_waiting_to_be_dropped_are_bounded() {
 }
 
 /// A panicking `Drop` of a completed operation is caught where the
-/// purgatory drops it, and the batch's other operations are still dropped.
+/// purgatory drops it (a watch, a purge), and the other operations dropped
+/// with it are still dropped.
 #[test]
 fn panicking_drop_of_a_completed_operation_is_contained() {
     init_log();
@@ -491,6 +492,8 @@ fn panicking_drop_of_a_completed_operation_is_contained() {
         panic_on_drop: false,
     });
     assert_eq!(p.try_complete_else_watch(o.clone(), [key("k")]), Ok(false));
+    assert_eq!(dropped_on.lock().unwrap().len(), 2, "both drops ran");
+    p.purge();
     assert_eq!(dropped_on.lock().unwrap().len(), 64, "every drop ran");
     assert_eq!(p.check_and_complete(&key("k")), 0);
     assert!(o.force_complete());
