@@ -28,7 +28,10 @@
 //!   [`Purgatory::check_and_complete`] and
 //!   [`Purgatory::cancel_for_key`] free their own batch before returning;
 //!   [`Purgatory::purge`] frees everything. `cancel_for_key` removes the
-//!   operations it returns from their other keys' lists too.
+//!   operations it returns from their other keys' lists too. The memory of
+//!   completed operations is freed two at a time by the calls that watch new
+//!   ones (at most 512 wait), so it goes back to the allocator on the thread
+//!   that allocated it.
 //! * No user callback runs while a purgatory lock is held, so callbacks may
 //!   call back into the purgatory. Panics in callbacks are caught at the
 //!   purgatory boundary and logged (`log::error!`); a panicking

@@ -245,6 +245,12 @@ impl<K: WatchKey, Op: DelayedOperation> Purgatory<K, Op> {
     /// the timer entry is cancelled at once. Duplicate keys are allowed
     /// (the operation is then watched twice on that key, as in Kafka).
     ///
+    /// Before that, the call drops up to two operations that completed
+    /// earlier (their last references, held by the purgatory once their
+    /// slots and timer entries are freed), so that their `Drop` runs here,
+    /// on a thread that creates operations, rather than on the thread that
+    /// completed them (see [`purge`](Self::purge)).
+    ///
     /// # Errors
     /// * [`PurgatoryError::NoKeys`] if `keys` is empty (nothing is tried).
     /// * [`PurgatoryError::AlreadyWatched`] if the operation is already
@@ -456,7 +462,8 @@ impl<K: WatchKey, Op: DelayedOperation> Purgatory<K, Op> {
 
     /// Frees now the watch-list slots and timer entries of every completed
     /// or cancelled operation not yet freed, and drops the purgatory's
-    /// references to them.
+    /// references to them (including those of operations already unlinked
+    /// and waiting for a watching thread to drop them, at most 512).
     ///
     /// Not needed for correctness or memory: an operation leaves the
     /// purgatory's counts at once when it completes, but its slots are freed
@@ -466,11 +473,11 @@ impl<K: WatchKey, Op: DelayedOperation> Purgatory<K, Op> {
     /// purge, by contrast, lets about a thousand completed operations linger
     /// per purgatory and then sweeps every watch list, O(all watched
     /// entries), and never runs without its reaper.
-    /// [`check_and_complete`](Self::check_and_complete),
-    /// [`cancel_for_key`](Self::cancel_for_key) and
-    /// [`advance_clock`](Self::advance_clock) free what their own thread
+    /// [`check_and_complete`](Self::check_and_complete) and
+    /// [`cancel_for_key`](Self::cancel_for_key) free what their own thread
     /// released; [`watched_on`](Self::watched_on),
-    /// [`watched_keys`](Self::watched_keys) and shutdown call this first.
+    /// [`watched_keys`](Self::watched_keys),
+    /// [`advance_clock`](Self::advance_clock) and shutdown call this first.
     pub fn purge(&self) {
         self.home.free_all_retired();
     }
