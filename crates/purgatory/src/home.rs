@@ -74,7 +74,7 @@ impl<Op: DelayedOperation> Home<Op> {
         self.retired.free_own(&*self.index, &self.timer);
     }
 
-    /// Drops one batch of completed operations whose slots and timer entries
+    /// Drops up to two completed operations whose slots and timer entries
     /// are already freed, if any (a watching thread's share; see
     /// [`crate::retire`]).
     pub(crate) fn drop_unlinked(&self) {
