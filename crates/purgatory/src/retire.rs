@@ -54,7 +54,7 @@
 //! force-completed them lost about a third of its rate to that lock, and
 //! peak memory doubled. (mimalloc and jemalloc free across threads without
 //! such a lock; for them this is a wash.) It also keeps user `Drop` code off
-//! the timer's expiration thread.
+//! the timer's expiration thread, unless the queue is full.
 //!
 //! * The queue holds at most [`UNLINKED_MAX`] operations; a batch that
 //!   does not fit is dropped at once by the freeing thread. So at most that
