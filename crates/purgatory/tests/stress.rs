@@ -7,6 +7,7 @@
 mod common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
@@ -44,6 +45,7 @@ fn stress_every_operation_completes_exactly_once() {
         .unwrap();
     let mut rng = StdRng::seed_from_u64(42);
     let locks: Vec<OperationLock> = (0..GROUP_LOCKS).map(|_| new_operation_lock()).collect();
+    let drops = Arc::new(AtomicUsize::new(0));
     // Operations with random timeouts; a quarter share a group lock.
     let ops: Vec<Operation<MockOp>> = (0..OPS)
         .map(|i| {
@@ -56,6 +58,7 @@ fn stress_every_operation_completes_exactly_once() {
                 MockOp {
                     timeout: Duration::from_millis(rng.gen_range(1..300)),
                     lock: Some(lock.clone()),
+                    drops: DropCounter(Some(drops.clone())),
                     ..MockOp::default()
                 },
                 lock,
@@ -205,6 +208,11 @@ fn stress_every_operation_completes_exactly_once() {
         "every completion accounted once"
     );
     assert_eq!((p.watched(), p.delayed(), p.watched_keys()), (0, 0, 0));
+    // The purgatory keeps no reference once everything is done and purged
+    // (`watched_keys` purges): the test's handles are the last ones.
+    assert_eq!(drops.load(Ordering::Relaxed), 0);
+    drop(ops);
+    assert_eq!(drops.load(Ordering::Relaxed), OPS, "every operation freed");
     eprintln!(
         "stress: {OPS} ops: {by_check} by check, {by_force} forced, {at_watch} at watch, {expired} expired"
     );
