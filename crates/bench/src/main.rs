@@ -5,6 +5,7 @@
 //! purgatory-bench w1 [--n N] [--seed S] [--rounds R] [--json] [--only a,b]
 //! purgatory-bench w2 [--num N --rate R] [--timeout MS] [--pct50 MS] [--pct75 MS]
 //!                    [--keys K] [--key-space-size S] [--seed S] [--pace-ms P]
+//!                    [--hasher std|fx]
 //!                    [--rounds R] [--json]
 //! purgatory-bench w3 [--n N] [--producers P] [--seed S] [--rounds R] [--json]
 //! ```
@@ -118,6 +119,10 @@ struct W2Args {
     /// issued and completed up to that many ms late, for fewer wake-ups.
     #[arg(long, default_value_t = 1)]
     pace_ms: u64,
+    /// The purgatory's key hasher: std (its default, seeded SipHash) or fx
+    /// (rustc's FxHasher: fast, not collision resistant).
+    #[arg(long, default_value = "std", value_parser = w2::W2Hasher::parse)]
+    hasher: w2::W2Hasher,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -379,6 +384,7 @@ fn run_w2(a: &W2Args) -> Result<(), String> {
         key_space_size: a.key_space_size,
         seed: a.common.seed,
         pace_ms: a.pace_ms,
+        hasher: a.hasher,
     };
     base.validate()?;
     let runs: Vec<w2::W2Params> = if a.num.is_none() && a.rate.is_none() {
@@ -419,6 +425,8 @@ fn run_w2(a: &W2Args) -> Result<(), String> {
                     &p.seed.to_string(),
                     "--pace-ms",
                     &p.pace_ms.to_string(),
+                    "--hasher",
+                    p.hasher.name(),
                 ])
             }),
             targets: w2::targets,
@@ -436,7 +444,7 @@ fn run_w2(a: &W2Args) -> Result<(), String> {
         merged.extend(measure(&a.common, &w)?);
     }
     let describe = format!(
-        "W2 purgatory (Kafka's TestPurgatoryPerformance): keys {} (seed {}, {} of {}), latency log-normal pct50 {} ms pct75 {} ms, timeout {} ms, {} B per request, pace {} ms; runs: {} (real clock, reaper running, {} allocator)",
+        "W2 purgatory (Kafka's TestPurgatoryPerformance): keys {} (seed {}, {} of {}), latency log-normal pct50 {} ms pct75 {} ms, timeout {} ms, {} B per request, pace {} ms, {} key hasher; runs: {} (real clock, reaper running, {} allocator)",
         w2::choose_keys(base.seed, base.keys, base.key_space_size).join(","),
         base.seed,
         base.keys,
@@ -446,6 +454,7 @@ fn run_w2(a: &W2Args) -> Result<(), String> {
         base.timeout_ms,
         w2::DATA_BYTES,
         base.pace_ms,
+        base.hasher.name(),
         runs.iter()
             .map(|p| format!("{} at {}/s", p.num, p.rate))
             .collect::<Vec<_>>()

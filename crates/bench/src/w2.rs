@@ -96,7 +96,9 @@ use crate::{rss, TargetCheck};
 use parking_lot::{Condvar, Mutex};
 use purgatory::{DelayedOperation, Operation, Purgatory};
 use std::cmp::Ordering as CmpOrdering;
+use std::collections::hash_map::{DefaultHasher, RandomState};
 use std::collections::BinaryHeap;
+use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -173,6 +175,98 @@ pub struct W2Params {
     /// to that many milliseconds late, trading timeliness for fewer
     /// wake-ups.
     pub pace_ms: u64,
+    /// The purgatory's key hasher.
+    pub hasher: W2Hasher,
+}
+
+/// The key hasher of a W2 run's purgatory (`--hasher`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum W2Hasher {
+    /// std's `RandomState` (seeded SipHash-1-3): the purgatory's default.
+    #[default]
+    Std,
+    /// A multiply-rotate hash over 8-byte words, as rustc's `FxHasher`:
+    /// fast, not collision resistant.
+    Fx,
+}
+
+impl W2Hasher {
+    /// The name `--hasher` takes and the records carry.
+    pub fn name(self) -> &'static str {
+        match self {
+            W2Hasher::Std => "std",
+            W2Hasher::Fx => "fx",
+        }
+    }
+
+    /// Parses a `--hasher` value.
+    ///
+    /// # Errors
+    /// A message listing the accepted names.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "std" => Ok(W2Hasher::Std),
+            "fx" => Ok(W2Hasher::Fx),
+            _ => Err(format!("--hasher must be std or fx, got {s:?}")),
+        }
+    }
+
+    fn build(self) -> RunHasher {
+        match self {
+            W2Hasher::Std => RunHasher::Std(RandomState::new()),
+            W2Hasher::Fx => RunHasher::Fx,
+        }
+    }
+}
+
+/// The purgatory's `BuildHasher` in a W2 run, chosen at run time.
+#[derive(Debug, Clone)]
+enum RunHasher {
+    Std(RandomState),
+    Fx,
+}
+
+/// The state of one hash of a [`RunHasher`].
+enum RunHasherState {
+    Std(DefaultHasher),
+    Fx(u64),
+}
+
+impl BuildHasher for RunHasher {
+    type Hasher = RunHasherState;
+    fn build_hasher(&self) -> RunHasherState {
+        match self {
+            RunHasher::Std(s) => RunHasherState::Std(s.build_hasher()),
+            RunHasher::Fx => RunHasherState::Fx(0),
+        }
+    }
+}
+
+/// rustc's `FxHasher` multiplier.
+const FX_SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+
+impl Hasher for RunHasherState {
+    fn write(&mut self, bytes: &[u8]) {
+        match self {
+            RunHasherState::Std(h) => h.write(bytes),
+            RunHasherState::Fx(h) => {
+                for chunk in bytes.chunks(8) {
+                    let mut word = [0u8; 8];
+                    word[..chunk.len()].copy_from_slice(chunk);
+                    *h = (h.rotate_left(5) ^ u64::from_le_bytes(word)).wrapping_mul(FX_SEED);
+                }
+            }
+        }
+    }
+
+    fn finish(&self) -> u64 {
+        match self {
+            RunHasherState::Std(h) => h.finish(),
+            // The multiply leaves the low bits weak; fold the high ones in
+            // (the purgatory takes its bucket from the low bits).
+            RunHasherState::Fx(h) => h ^ (h >> 32),
+        }
+    }
 }
 
 impl Default for W2Params {
@@ -190,6 +284,7 @@ impl Default for W2Params {
             key_space_size: 100,
             seed: 42,
             pace_ms: 1,
+            hasher: W2Hasher::Std,
         }
     }
 }
@@ -757,7 +852,7 @@ struct CompleterStats {
 fn complete_loop(
     ctx: &'static Ctx,
     queue: &DelayQueue,
-    purgatory: &Purgatory<&'static str, W2Op>,
+    purgatory: &Purgatory<&'static str, W2Op, RunHasher>,
     keys: &[&'static str],
     check: bool,
 ) -> CompleterStats {
@@ -981,6 +1076,7 @@ impl W2Result {
             .with("checks", self.checks)
             .with("completion_lag_max_ms", self.completion_lag_max_ms)
             .with("pace_ms", self.params.pace_ms)
+            .with("hasher", self.params.hasher.name())
             .with("timeout_ms", self.params.timeout_ms)
             .with("pct50", self.params.pct50)
             .with("pct75", self.params.pct75)
@@ -1026,7 +1122,10 @@ fn drive(impl_name: &'static str, params: &W2Params, check: bool) -> W2Result {
     rss::reset_peak();
 
     let timeout_ms = params.timeout_ms;
-    let purgatory: Purgatory<&'static str, W2Op> = Purgatory::new("fake purgatory");
+    let purgatory: Purgatory<&'static str, W2Op, RunHasher> = Purgatory::builder("fake purgatory")
+        .hasher(params.hasher.build())
+        .build()
+        .unwrap_or_else(|e| panic!("cannot start the purgatory: {e}"));
     let queue = DelayQueue::new();
     let ctx: &'static Ctx = Box::leak(Box::new(Ctx::new(Duration::from_millis(timeout_ms))));
     // Requests handed to the queue once per millisecond (or per this many).
@@ -1492,6 +1591,21 @@ mod tests {
             "{checks:?}"
         );
         assert!(checks[2].description.contains("actual rate"));
+    }
+
+    #[test]
+    fn fx_hasher_end_to_end_and_hasher_names() {
+        let params = W2Params {
+            hasher: W2Hasher::Fx,
+            ..tiny(2_000)
+        };
+        let r = run("purgatory_check", &params).unwrap();
+        assert_sound(&r);
+        assert_eq!(r.to_record().str("hasher"), Some("fx"));
+        for h in [W2Hasher::Std, W2Hasher::Fx] {
+            assert_eq!(W2Hasher::parse(h.name()), Ok(h));
+        }
+        assert!(W2Hasher::parse("sip").unwrap_err().contains("std or fx"));
     }
 
     #[test]

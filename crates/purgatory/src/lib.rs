@@ -137,5 +137,5 @@ pub use crate::operation::{
 #[doc(hidden)]
 pub use crate::purgatory::Unchosen;
 pub use crate::purgatory::{Purgatory, PurgatoryBuilder, ShutdownPolicy};
-pub use crate::watch::WatchKey;
+pub use crate::watch::{KeyHasher, WatchKey};
 pub use timer::{Clock, ConfigError, ManualClock, SystemClock};

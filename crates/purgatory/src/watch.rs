@@ -27,7 +27,6 @@
 //!   chunked scan ([`WatchIndex::scan`]) notices that its list is gone.
 //! * `keys` counts the lists in the key tables.
 
-use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hash};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -46,6 +45,13 @@ use crate::retire::Retired;
 pub trait WatchKey: Eq + Hash + Clone + Send + Sync + std::fmt::Debug + 'static {}
 
 impl<T: Eq + Hash + Clone + Send + Sync + std::fmt::Debug + 'static> WatchKey for T {}
+
+/// What a purgatory hashes its keys with: a [`BuildHasher`] shared between
+/// threads (see [`PurgatoryBuilder::hasher`](crate::PurgatoryBuilder::hasher)).
+/// Implemented for every such type.
+pub trait KeyHasher: BuildHasher + Send + Sync + 'static {}
+
+impl<T: BuildHasher + Send + Sync + 'static> KeyHasher for T {}
 
 /// One operation's place in one watch list.
 #[derive(Debug, Clone, Copy, Default)]
@@ -307,20 +313,20 @@ pub(crate) struct Cursor {
     next_slot: usize,
 }
 
-/// Keys to watch lists, sharded.
-pub(crate) struct WatchIndex<K: WatchKey, Op: DelayedOperation> {
-    hasher: RandomState,
+/// Keys to watch lists, sharded; keys are hashed with `S`.
+pub(crate) struct WatchIndex<K: WatchKey, Op: DelayedOperation, S> {
+    hasher: S,
     shards: Box<[ShardLock<K, Op>]>,
     mask: usize,
     keys: AtomicUsize,
 }
 
-impl<K: WatchKey, Op: DelayedOperation> WatchIndex<K, Op> {
+impl<K: WatchKey, Op: DelayedOperation, S: BuildHasher> WatchIndex<K, Op, S> {
     /// An empty index with `shards` shards (a power of two).
-    pub(crate) fn new(shards: usize) -> Arc<Self> {
+    pub(crate) fn new(shards: usize, hasher: S) -> Arc<Self> {
         debug_assert!(shards.is_power_of_two());
         Arc::new(WatchIndex {
-            hasher: RandomState::new(),
+            hasher,
             shards: (0..shards)
                 .map(|_| CachePadded::new(Mutex::new(Shard::new())))
                 .collect(),
@@ -482,7 +488,7 @@ impl<K: WatchKey, Op: DelayedOperation> WatchIndex<K, Op> {
     }
 }
 
-impl<K: WatchKey, Op: DelayedOperation> ErasedIndex<Op> for WatchIndex<K, Op> {
+impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> ErasedIndex<Op> for WatchIndex<K, Op, S> {
     fn unwatch_batch(&self, batch: &[Retired<Op>]) {
         // Every slot to free with its occupant, in shard order.
         let mut slots: Vec<(Membership, &Shared<Op>)> = batch
@@ -529,6 +535,7 @@ impl<K: WatchKey, Op: DelayedOperation> ErasedIndex<Op> for WatchIndex<K, Op> {
 mod tests {
     use super::*;
     use crate::operation::Operation;
+    use std::collections::hash_map::RandomState;
     use std::time::Duration;
 
     struct Nop;
@@ -547,14 +554,18 @@ mod tests {
     }
 
     fn watch(
-        index: &WatchIndex<&'static str, Nop>,
+        index: &WatchIndex<&'static str, Nop, RandomState>,
         key: &'static str,
         op: &Arc<Shared<Nop>>,
     ) -> Membership {
         index.watch(key, op, || false).expect("open")
     }
 
-    fn unwatch(index: &WatchIndex<&'static str, Nop>, m: Membership, op: &Arc<Shared<Nop>>) {
+    fn unwatch(
+        index: &WatchIndex<&'static str, Nop, RandomState>,
+        m: Membership,
+        op: &Arc<Shared<Nop>>,
+    ) {
         let mut members = Members::new();
         members.push(m);
         index.unwatch_batch(&[Retired {
@@ -567,7 +578,7 @@ mod tests {
     #[test]
     fn slots_are_reused_and_an_emptied_key_is_removed() {
         // One shard, so that the second key lands where the first was.
-        let index = WatchIndex::<&str, Nop>::new(1);
+        let index = WatchIndex::<&str, Nop, _>::new(1, RandomState::new());
         let (a, b, c) = (op(), op(), op());
         let ma = watch(&index, "k", &a);
         let mb = watch(&index, "k", &b);
@@ -588,7 +599,7 @@ mod tests {
 
     #[test]
     fn a_detached_list_lives_until_its_last_operation_leaves() {
-        let index = WatchIndex::<&str, Nop>::new(2);
+        let index = WatchIndex::<&str, Nop, _>::new(2, RandomState::new());
         let (a, b) = (op(), op());
         let ma = watch(&index, "k", &a);
         let mb = watch(&index, "k", &b);
@@ -611,7 +622,7 @@ mod tests {
 
     #[test]
     fn a_chunked_scan_stops_when_its_list_is_recycled() {
-        let index = WatchIndex::<&str, Nop>::new(2);
+        let index = WatchIndex::<&str, Nop, _>::new(2, RandomState::new());
         let ops: Vec<_> = (0..5).map(|_| op()).collect();
         let members: Vec<_> = ops.iter().map(|o| watch(&index, "k", o)).collect();
         // These operations are not claimed by a purgatory, so a scan copies

@@ -234,6 +234,69 @@ fn shared_lock_is_held_in_every_callback() {
     assert!(a.is_locked_by_current_thread() == lock.is_owned_by_current_thread());
 }
 
+/// A hasher under which every key collides (one shard, one bucket), and
+/// which counts its hashes.
+#[derive(Default)]
+struct Colliding;
+
+static COLLIDING_HASHES: AtomicUsize = AtomicUsize::new(0);
+
+impl std::hash::Hasher for Colliding {
+    fn write(&mut self, _: &[u8]) {}
+    fn finish(&self) -> u64 {
+        COLLIDING_HASHES.fetch_add(1, Ordering::Relaxed);
+        7
+    }
+}
+
+type AllCollide = std::hash::BuildHasherDefault<Colliding>;
+
+/// A caller-chosen hasher is the one used (here every key collides), and
+/// keys that collide still keep their own lists: checks, cancels and counts
+/// see exactly their key's operations.
+#[test]
+fn a_custom_hasher_is_used_and_colliding_keys_stay_apart() {
+    let clock = ManualClock::new();
+    let p: Purgatory<Key, MockOp, AllCollide> = Purgatory::builder("colliding")
+        .clock(clock.clone())
+        .reaper(false)
+        .hasher(AllCollide::default())
+        .build()
+        .unwrap();
+    let keys: Vec<Key> = (0..50).map(|i| key(&format!("k{i}"))).collect();
+    let ops: Vec<Vec<Operation<MockOp>>> = keys
+        .iter()
+        .map(|k| {
+            (0..4)
+                .map(|_| {
+                    let o = op(100);
+                    p.try_complete_else_watch(o.clone(), [k.clone()]).unwrap();
+                    o
+                })
+                .collect()
+        })
+        .collect();
+    assert_eq!((p.watched(), p.delayed(), p.watched_keys()), (200, 200, 50));
+    assert!(
+        COLLIDING_HASHES.load(Ordering::Relaxed) >= 200,
+        "the hasher is used"
+    );
+    for o in ops[7].iter().chain(&ops[8]) {
+        o.set_completable();
+    }
+    assert_eq!(p.check_and_complete(&keys[7]), 4);
+    assert!(ops[8].iter().all(|o| !o.is_completed()), "not checked");
+    assert_eq!((p.watched_on(&keys[7]), p.watched_on(&keys[8])), (0, 4));
+    assert_eq!(p.cancel_for_key(&keys[9]).len(), 4);
+    assert_eq!((p.watched(), p.watched_keys()), (192, 48));
+    clock.advance_ms(100);
+    p.advance_clock(Duration::ZERO);
+    let expired: usize = ops.iter().flatten().map(|o| o.expirations()).sum();
+    assert_eq!(expired, 192);
+    assert!(ops[9].iter().all(|o| o.completions() == 0));
+    assert_eq!((p.watched(), p.delayed(), p.watched_keys()), (0, 0, 0));
+}
+
 // ------------------------------------------------ residue: the OOM class
 
 /// Kafka keeps completed operations in the lists of keys never checked
