@@ -4,14 +4,17 @@
 //! not over the key type, so what an operation needs to leave its purgatory
 //! on its own (when force-completed, expired or cancelled) lives here,
 //! without the keys: the timer (to disarm it), the watch index behind a
-//! key-type-erased trait object (to leave its lists), the watched counter
-//! the queue of released operations whose slots and timer entries are still
-//! to be freed ([`RetireQueue`]), and the name (for logs).
+//! key-type-erased trait object (to leave its lists), the watched and armed
+//! counters, the queue of released operations whose slots and timer entries
+//! are still to be freed ([`RetireQueue`]), and the name (for logs).
 //!
-//! Invariant: `watched` equals the number of watch-list entries of every
+//! Invariants: `watched` equals the number of watch-list entries of every
 //! operation claimed by this purgatory. It is raised by the claimer before
 //! the operation lock is released and lowered by the releaser under that
-//! lock, so it never goes below zero. It is striped by thread (see
+//! lock, so it never goes below zero. `armed` equals the number of claimed
+//! operations whose timer handle is stored in their links: raised when the
+//! handle is stored and lowered when it is taken out, both under the links'
+//! mutex. It is striped by thread (see
 //! [`StripedCounter`]): the thread watching operations and the one completing
 //! them would otherwise write one cache line for every operation.
 
@@ -32,6 +35,10 @@ pub(crate) struct Home<Op: DelayedOperation> {
     pub(crate) index: Arc<dyn ErasedIndex<Op>>,
     retired: RetireQueue<Op>,
     watched: StripedCounter,
+    /// Operations whose timer handle is stored in their links: raised when
+    /// the handle is stored, lowered when it is taken out (the operation
+    /// completed, expired or was cancelled), both under the links' mutex.
+    armed: StripedCounter,
     shut_down: AtomicBool,
 }
 
@@ -47,6 +54,7 @@ impl<Op: DelayedOperation> Home<Op> {
             index,
             retired: RetireQueue::new(),
             watched: StripedCounter::new(),
+            armed: StripedCounter::new(),
             shut_down: AtomicBool::new(false),
         }
     }
@@ -63,35 +71,46 @@ impl<Op: DelayedOperation> Home<Op> {
         self.watched.sub(n);
     }
 
+    /// Counts an operation whose timer handle was just stored.
+    pub(crate) fn add_armed(&self) {
+        self.armed.add(1);
+    }
+
+    /// Counts an operation whose timer handle was just taken out.
+    pub(crate) fn sub_armed(&self) {
+        self.armed.sub(1);
+    }
+
     /// Hands a released operation's slots and timer entry over to be freed
     /// in a batch (see [`RetireQueue`]).
     pub(crate) fn retire(&self, retired: Retired<Op>) {
-        self.retired.push(retired, &*self.index, &self.timer);
+        self.retired
+            .push(retired, &*self.index, &self.timer, &self.name);
     }
 
     /// Frees what this thread has retired and not yet freed.
     pub(crate) fn free_own_retired(&self) {
-        self.retired.free_own(&*self.index, &self.timer);
+        self.retired.free_own(&*self.index, &self.timer, &self.name);
     }
 
     /// Drops up to two completed operations whose slots and timer entries
     /// are already freed, if any (a watching thread's share; see
     /// [`crate::retire`]).
     pub(crate) fn drop_unlinked(&self) {
-        self.retired.drop_unlinked();
+        self.retired.drop_unlinked(&self.name);
     }
 
-    /// Frees everything retired and not yet freed, by any thread, and drops
-    /// every completed operation still held.
-    pub(crate) fn free_all_retired(&self) {
-        self.retired.free_all(&*self.index, &self.timer);
+    /// Frees everything retired and not yet freed, by any thread; then, if
+    /// `drop_unlinked`, drops every completed operation still held.
+    pub(crate) fn free_all_retired(&self, drop_unlinked: bool) {
+        self.retired
+            .free_all(&*self.index, &self.timer, &self.name, drop_unlinked);
     }
 
-    /// Armed timer entries: the timer's size less the entries of released
-    /// operations not yet cancelled.
+    /// Operations with an armed timer (a snapshot while operations are
+    /// armed and released concurrently).
     pub(crate) fn delayed(&self) -> usize {
-        let retired = self.retired.timers();
-        self.timer.size().saturating_sub(retired)
+        self.armed.sum()
     }
 
     pub(crate) fn is_shut_down(&self) -> bool {

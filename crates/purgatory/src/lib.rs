@@ -22,16 +22,14 @@
 //!   ([`Purgatory::watched`] and [`Purgatory::delayed`] are O(1) and count
 //!   only pending operations), and leaves every watch list and the timer in
 //!   O(1) per key, batched: its slots are freed with the next 63 released
-//!   on the same thread stripe, one lock hold per shard for the batch. So a
-//!   bounded number of completed operations linger (at most 63 per stripe,
-//!   whatever the keys), and no sweep over every list is ever needed.
-//!   [`Purgatory::check_and_complete`] and
-//!   [`Purgatory::cancel_for_key`] free their own batch before returning;
-//!   [`Purgatory::purge`] frees everything. `cancel_for_key` removes the
-//!   operations it returns from their other keys' lists too. The memory of
-//!   completed operations is freed two at a time by the calls that watch new
-//!   ones (at most 512 wait), so it goes back to the allocator on the thread
-//!   that allocated it.
+//!   on the same thread stripe, one lock hold per shard for the batch. Its
+//!   memory is then freed two at a time by the calls that watch new
+//!   operations, so it returns to the allocator on a thread that allocates.
+//!   So a bounded number of completed operations stay allocated (at most 63
+//!   per stripe and 512 more, whatever the keys; the last ones until the
+//!   next watch or [`Purgatory::purge`]), and no sweep over every list is
+//!   ever needed. `cancel_for_key` removes the operations it returns from
+//!   their other keys' lists too.
 //! * No user callback runs while a purgatory lock is held, so callbacks may
 //!   call back into the purgatory. Panics in callbacks are caught at the
 //!   purgatory boundary and logged (`log::error!`); a panicking

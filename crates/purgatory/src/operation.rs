@@ -56,6 +56,25 @@ use crate::watch::Members;
 /// holds one of its own locks, so they may call back into the purgatory.
 /// A panic in any of them is caught at the purgatory boundary and logged.
 ///
+/// # Where operations are dropped
+///
+/// An operation's value is dropped with its last reference, and the
+/// purgatory holds references for a while after completion (see
+/// [`Purgatory::purge`](crate::Purgatory::purge)). So `Drop` runs on any
+/// thread, often inside a later purgatory call: a
+/// [`try_complete_else_watch`](crate::Purgatory::try_complete_else_watch)
+/// (which drops up to two completed operations, under any key), a
+/// `check_and_complete`, a `force_complete` or an expiry (rarely: when the
+/// queue of completed operations is full, the completing thread drops them,
+/// under the lock of the operation it is completing), `purge`,
+/// `advance_clock` or shutdown. That can be while the caller holds its own
+/// locks (Kafka calls `tryCompleteElseWatch` under the group lock). So a
+/// `Drop` implementation must not block, must not take locks that callers
+/// of the purgatory may hold, and must not call `advance_clock` or
+/// `shutdown`. A panic in `Drop` is caught and logged when the purgatory
+/// drops a completed operation from its queue; elsewhere it unwinds as any
+/// panic in `Drop` does.
+///
 /// Lock order is the caller's business, as in Kafka: a callback that calls
 /// [`Purgatory::check_and_complete`](crate::Purgatory::check_and_complete)
 /// locks other operations while holding its own, so two such callbacks on
@@ -284,6 +303,9 @@ impl<Op: DelayedOperation> Shared<Op> {
             )
         };
         if let Some(home) = &home {
+            if timer.is_some() {
+                home.sub_armed();
+            }
             let timer = timer.filter(|_| cancel_timer);
             let n = members.len();
             if n > 0 {

@@ -13,9 +13,11 @@
 //!
 //! * An operation is completed exactly once, under its lock, by whoever gets
 //!   there first (a key's check, a force-complete, the timeout); completing
-//!   it removes it from every watch list and disarms its timer before
-//!   `on_complete` runs. So [`Purgatory::watched`] counts only pending
-//!   operations: there is no purge and no residue.
+//!   it releases it from every watch list and its timer before
+//!   `on_complete` runs. So [`Purgatory::watched`] and
+//!   [`Purgatory::delayed`] count only pending operations, and the slots and
+//!   timer entries of completed ones are freed in small per-thread batches
+//!   (see [`Purgatory::purge`]), never by a sweep over every list.
 //! * [`Purgatory::watched`] and [`Purgatory::delayed`] are O(1) reads of
 //!   counters.
 //! * No user callback runs while a watch-list shard lock is held; checks work on
@@ -209,7 +211,8 @@ impl<S> PurgatoryBuilder<S> {
 /// Do not call [`advance_clock`](Self::advance_clock) or
 /// [`shutdown`](Self::shutdown) while holding an operation's lock (they wait
 /// for expirations, which take operation locks), nor `advance_clock` from an
-/// operation callback.
+/// operation callback or an operation's `Drop` (see [`DelayedOperation`]
+/// on where operations are dropped).
 ///
 /// `S` hashes the keys: std's `RandomState` unless another is chosen with
 /// [`PurgatoryBuilder::hasher`].
@@ -281,10 +284,12 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
     /// (the operation is then watched twice on that key, as in Kafka).
     ///
     /// Before that, the call drops up to two operations that completed
-    /// earlier (their last references, held by the purgatory once their
-    /// slots and timer entries are freed), so that their `Drop` runs here,
-    /// on a thread that creates operations, rather than on the thread that
-    /// completed them (see [`purge`](Self::purge)).
+    /// earlier, under any key (their last references, held by the purgatory
+    /// once their slots and timer entries are freed), so that their memory
+    /// is freed on a thread that creates operations rather than on the
+    /// thread that completed them (see [`purge`](Self::purge)). Their `Drop`
+    /// runs here, under whatever locks the caller holds (see
+    /// [`DelayedOperation`]).
     ///
     /// # Errors
     /// * [`PurgatoryError::NoKeys`] if `keys` is empty (nothing is tried).
@@ -378,6 +383,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
                 let mut links = shared.links.lock();
                 if links.epoch == epoch && links.home.is_some() {
                     links.timer = Some(handle);
+                    self.home.add_armed();
                 } else {
                     // Completed (or cancelled) between the lock release and
                     // now: disarm. If the entry already fired, its task sees
@@ -485,50 +491,60 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
         self.home.watched()
     }
 
-    /// Number of operations with an armed timer: the timer's size, a sum of
-    /// a few per-shard counters, less the entries of completed operations
-    /// not yet cancelled (see [`purge`](Self::purge)); independent of the
-    /// number of operations. While operations complete concurrently it is a
-    /// snapshot, off by at most the few retired entries whose timer fires
-    /// before they are freed.
+    /// Number of operations with an armed timer. O(1): a sum of a few
+    /// per-thread counters (at most 64), independent of the number of
+    /// operations. An operation stops being counted as soon as it completes
+    /// or is cancelled, even before its timer entry is removed (see
+    /// [`purge`](Self::purge)).
     pub fn delayed(&self) -> usize {
         self.home.delayed()
     }
 
     /// Frees now the watch-list slots and timer entries of every completed
     /// or cancelled operation not yet freed, and drops the purgatory's
-    /// references to them (including those of operations already unlinked
-    /// and waiting for a watching thread to drop them, at most 512).
+    /// references to every completed operation it still holds.
     ///
-    /// Not needed for correctness or memory: an operation leaves the
-    /// purgatory's counts at once when it completes, but its slots are freed
-    /// in batches of 64 per thread (one lock hold per shard for the whole
-    /// batch, instead of one per key and operation), so at most 63 completed
-    /// operations per thread stripe (two stripes per CPU) linger. Kafka's
-    /// purge, by contrast, lets about a thousand completed operations linger
-    /// per purgatory and then sweeps every watch list, O(all watched
-    /// entries), and never runs without its reaper.
-    /// [`check_and_complete`](Self::check_and_complete) and
-    /// [`cancel_for_key`](Self::cancel_for_key) free what their own thread
-    /// released; [`watched_on`](Self::watched_on),
-    /// [`watched_keys`](Self::watched_keys),
-    /// [`advance_clock`](Self::advance_clock) and shutdown call this first.
+    /// The purgatory frees completed operations by itself, in two stages,
+    /// and never sweeps its lists as Kafka's purge does:
+    ///
+    /// * An operation leaves the counts at once when it completes, but its
+    ///   slots and timer entry are freed in batches of 64 per thread stripe
+    ///   (two stripes per CPU): one lock hold per shard for the whole batch
+    ///   instead of one per key and operation. At most 63 per stripe wait.
+    ///   [`check_and_complete`](Self::check_and_complete) and
+    ///   [`cancel_for_key`](Self::cancel_for_key) free what their own thread
+    ///   released before returning.
+    /// * Its memory is then freed by the threads that watch new operations,
+    ///   two per [`try_complete_else_watch`](Self::try_complete_else_watch),
+    ///   so that it returns to the allocator where it was allocated. At most
+    ///   512 wait.
+    ///
+    /// So a bounded number of completed operations stay allocated, and some
+    /// stay until the next watch: if operations stop being watched and their
+    /// `Drop` releases something that matters (a permit, a channel, a large
+    /// buffer), call this from time to time. [`advance_clock`](Self::advance_clock)
+    /// and shutdown call it;
+    /// [`watched_on`](Self::watched_on) and [`watched_keys`](Self::watched_keys)
+    /// free the slots (for exact counts) but leave the dropping to watchers.
+    /// Kafka's purge, by contrast, lets about a thousand completed operations
+    /// linger per purgatory in its lists, then sweeps every list, O(all
+    /// watched entries), and runs only on its reaper.
     pub fn purge(&self) {
-        self.home.free_all_retired();
+        self.home.free_all_retired(true);
     }
 
     /// Number of watch-list entries under `key` (0 for an unknown key).
-    /// Frees retired slots first ([`purge`](Self::purge)), then takes that
-    /// key's list lock briefly.
+    /// Frees retired slots first (see [`purge`](Self::purge)), then takes
+    /// that key's list lock briefly.
     pub fn watched_on(&self, key: &K) -> usize {
-        self.purge();
+        self.home.free_all_retired(false);
         self.index.len_of(key)
     }
 
     /// Number of keys with at least one watched operation. Frees retired
-    /// slots first ([`purge`](Self::purge)).
+    /// slots first (see [`purge`](Self::purge)).
     pub fn watched_keys(&self) -> usize {
-        self.purge();
+        self.home.free_all_retired(false);
         self.index.keys()
     }
 
@@ -615,6 +631,9 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Drop for Purgatory<K, Op, 
     /// handled by the policy and dropped.
     fn drop(&mut self) {
         drop(self.shutdown());
+        // Operations released by other threads while `shutdown` ran (a
+        // racing check or expiry) after its last purge.
+        self.purge();
     }
 }
 

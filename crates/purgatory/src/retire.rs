@@ -42,10 +42,11 @@
 //! dropped there: it goes to a short queue of *unlinked* operations, and
 //! each call that watches an operation
 //! ([`try_complete_else_watch`](crate::Purgatory::try_complete_else_watch))
-//! drops [`DROPS_PER_WATCH`] of them. So operations are freed by the threads
-//! that create them rather than by the threads that complete or expire
-//! them, and a few at a time, so that each free is soon followed by an
-//! allocation of the same size (the allocator's thread cache serves both).
+//! drops up to [`DROPS_PER_WATCH`] of them, oldest first. So operations are
+//! usually freed by the threads that create them rather than by the threads
+//! that complete or expire them, and a few at a time, so that each free is
+//! soon followed by an allocation of the same size (the allocator's thread
+//! cache serves both).
 //!
 //! Why: with glibc's malloc, a block freed by another thread than the one
 //! that allocated it goes back through the allocating arena's lock, which
@@ -54,21 +55,23 @@
 //! force-completed them lost about a third of its rate to that lock, and
 //! peak memory doubled. (mimalloc and jemalloc free across threads without
 //! such a lock; for them this is a wash.) It also keeps user `Drop` code off
-//! the timer's expiration thread, unless the queue is full.
+//! the timer's expiration thread, unless the queue is full. The queue holds
+//! bare references in a ring allocated once, so queueing allocates nothing
+//! and a batch's vector is freed by the thread that filled it.
 //!
-//! * The queue holds at most [`UNLINKED_MAX`] operations; a batch that
-//!   does not fit is dropped at once by the freeing thread. So at most that
-//!   many unlinked operations wait to be dropped, however long no operation
-//!   is watched.
-//!   [`RetireQueue::free_all`] (the purgatory's `purge`, and shutdown) drops
-//!   them all.
+//! * The queue holds at most [`UNLINKED_MAX`] operations; what does not fit
+//!   is dropped at once by the freeing thread (possibly under the lock of
+//!   the operation whose release filled its stripe). So at most that many
+//!   unlinked operations wait to be dropped, however long no operation is
+//!   watched; [`RetireQueue::free_all`] (the purgatory's `purge`,
+//!   `advance_clock` and shutdown) drops them all.
 //! * Unlinked operations are no longer in any list or the timer: nothing in
 //!   the purgatory reaches them any more; only their memory is pending.
-//! * The queue's lock is a leaf too, and batches are dropped after being
+//! * The queue's lock is a leaf too, and operations are dropped after being
 //!   taken out of it, with no purgatory lock held. A panic in a user `Drop`
-//!   is caught and logged.
+//!   there is caught and logged.
 
-use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -76,8 +79,8 @@ use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
 use timer::{Timer, TimerHandle};
 
-use crate::operation::{DelayedOperation, ExpiryTask, Shared};
-use crate::stripe::{self, StripedCounter};
+use crate::operation::{guarded, DelayedOperation, ExpiryTask, Shared};
+use crate::stripe;
 use crate::watch::{ErasedIndex, Members};
 
 /// How many released operations a stripe collects before freeing them.
@@ -111,17 +114,15 @@ pub(crate) struct Retired<Op: DelayedOperation> {
 /// cache line.
 type Stripe<Op> = CachePadded<Mutex<Vec<Retired<Op>>>>;
 
-/// Released operations waiting to be freed, striped by thread.
+/// Released operations waiting to be freed, striped by thread, and unlinked
+/// operations waiting to be dropped.
 pub(crate) struct RetireQueue<Op: DelayedOperation> {
     stripes: Box<[Stripe<Op>]>,
-    /// Timer entries in the stripes, not yet cancelled (so that the
-    /// purgatory's `delayed` can leave them out).
-    timers: StripedCounter,
-    /// Unlinked batches, waiting to be dropped by a watching thread (each
-    /// non-empty).
-    unlinked: CachePadded<Mutex<Vec<Vec<Retired<Op>>>>>,
-    /// How many operations `unlinked` holds, readable without its lock;
-    /// changed only under it.
+    /// Unlinked operations, oldest first, waiting to be dropped by a
+    /// watching thread. Allocated once with room for [`UNLINKED_MAX`] (a
+    /// pointer each), so queueing never allocates.
+    unlinked: CachePadded<Mutex<VecDeque<Arc<Shared<Op>>>>>,
+    /// `unlinked.len()`, readable without its lock; changed only under it.
     unlinked_len: AtomicUsize,
 }
 
@@ -133,19 +134,13 @@ impl<Op: DelayedOperation> RetireQueue<Op> {
             stripes: (0..stripe::count())
                 .map(|_| CachePadded::new(Mutex::new(Vec::new())))
                 .collect(),
-            timers: StripedCounter::new(),
-            unlinked: CachePadded::new(Mutex::new(Vec::new())),
+            unlinked: CachePadded::new(Mutex::new(VecDeque::with_capacity(UNLINKED_MAX))),
             unlinked_len: AtomicUsize::new(0),
         }
     }
 
     fn own_stripe(&self) -> &Stripe<Op> {
         stripe::own(&self.stripes)
-    }
-
-    /// Timer entries retired but not yet cancelled.
-    pub(crate) fn timers(&self) -> usize {
-        self.timers.sum()
     }
 
     /// Appends `retired` to this thread's stripe, freeing the stripe's batch
@@ -155,10 +150,8 @@ impl<Op: DelayedOperation> RetireQueue<Op> {
         retired: Retired<Op>,
         index: &dyn ErasedIndex<Op>,
         timer: &Timer<ExpiryTask<Op>>,
+        name: &str,
     ) {
-        if retired.timer.is_some() {
-            self.timers.add(1);
-        }
         let full = {
             let mut stripe = self.own_stripe().lock();
             stripe.push(retired);
@@ -168,62 +161,68 @@ impl<Op: DelayedOperation> RetireQueue<Op> {
                 return;
             }
         };
-        self.free(full, index, timer);
+        self.free(full, index, timer, name);
     }
 
     /// Frees what this thread's stripe holds.
-    pub(crate) fn free_own(&self, index: &dyn ErasedIndex<Op>, timer: &Timer<ExpiryTask<Op>>) {
+    pub(crate) fn free_own(
+        &self,
+        index: &dyn ErasedIndex<Op>,
+        timer: &Timer<ExpiryTask<Op>>,
+        name: &str,
+    ) {
         let batch = std::mem::take(&mut *self.own_stripe().lock());
-        self.free(batch, index, timer);
+        self.free(batch, index, timer, name);
     }
 
-    /// Frees what every stripe holds, and drops every unlinked batch.
-    pub(crate) fn free_all(&self, index: &dyn ErasedIndex<Op>, timer: &Timer<ExpiryTask<Op>>) {
+    /// Frees what every stripe holds; then, if `drop_unlinked`, drops every
+    /// unlinked operation.
+    pub(crate) fn free_all(
+        &self,
+        index: &dyn ErasedIndex<Op>,
+        timer: &Timer<ExpiryTask<Op>>,
+        name: &str,
+        drop_unlinked: bool,
+    ) {
         for stripe in self.stripes.iter() {
             let batch = std::mem::take(&mut *stripe.lock());
-            self.free(batch, index, timer);
+            self.free(batch, index, timer, name);
         }
-        let unlinked = {
-            let mut queue = self.unlinked.lock();
-            self.unlinked_len.store(0, Ordering::Relaxed);
-            std::mem::take(&mut *queue)
-        };
-        for batch in unlinked {
-            drop_batch(batch);
+        if drop_unlinked {
+            let all: Vec<_> = {
+                let mut queue = self.unlinked.lock();
+                self.unlinked_len.store(0, Ordering::Relaxed);
+                queue.drain(..).collect()
+            };
+            drop_all(name, all);
         }
     }
 
-    /// Drops up to [`DROPS_PER_WATCH`] unlinked operations: called by a
-    /// thread about to watch an operation (see the module docs).
-    pub(crate) fn drop_unlinked(&self) {
+    /// Drops up to [`DROPS_PER_WATCH`] unlinked operations, oldest first:
+    /// called by a thread about to watch an operation (see the module docs).
+    pub(crate) fn drop_unlinked(&self, name: &str) {
         // Relaxed: a stale zero only leaves the operations for the next call.
         if self.unlinked_len.load(Ordering::Relaxed) == 0 {
             return;
         }
-        let mut taken: [Option<Retired<Op>>; DROPS_PER_WATCH] = Default::default();
-        {
+        let taken: [Option<Arc<Shared<Op>>>; DROPS_PER_WATCH] = {
             let mut queue = self.unlinked.lock();
-            let mut n = 0;
-            while let (Some(slot), Some(batch)) = (taken.get_mut(n), queue.last_mut()) {
-                *slot = batch.pop();
-                n += 1;
-                if batch.is_empty() {
-                    queue.pop();
-                }
-            }
-            self.unlinked_len.fetch_sub(n, Ordering::Relaxed);
-        }
-        drop_batch(taken.into_iter().flatten());
+            let taken = std::array::from_fn(|_| queue.pop_front());
+            self.unlinked_len.store(queue.len(), Ordering::Relaxed);
+            taken
+        };
+        drop_all(name, taken.into_iter().flatten());
     }
 
     /// Frees the slots and cancels the timer entries of `batch`, then queues
-    /// it (maybe the last references to its operations) to be dropped by a
-    /// watching thread, or drops it if the queue is full.
+    /// its operations (maybe their last references) to be dropped by a
+    /// watching thread, dropping at once those that do not fit.
     fn free(
         &self,
-        batch: Vec<Retired<Op>>,
+        mut batch: Vec<Retired<Op>>,
         index: &dyn ErasedIndex<Op>,
         timer: &Timer<ExpiryTask<Op>>,
+        name: &str,
     ) {
         if batch.is_empty() {
             return;
@@ -231,35 +230,25 @@ impl<Op: DelayedOperation> RetireQueue<Op> {
         let mut handles: Vec<TimerHandle> = batch.iter().filter_map(|r| r.timer).collect();
         if !handles.is_empty() {
             timer.cancel_all(&mut handles);
-            self.timers.sub(handles.len());
         }
         index.unwatch_batch(&batch);
-        let overflow = {
+        {
             let mut queue = self.unlinked.lock();
-            let len = self.unlinked_len.load(Ordering::Relaxed);
-            if len + batch.len() <= UNLINKED_MAX {
-                self.unlinked_len
-                    .store(len + batch.len(), Ordering::Relaxed);
-                queue.push(batch);
-                None
-            } else {
-                Some(batch)
-            }
-        };
-        if let Some(batch) = overflow {
-            drop_batch(batch);
+            let room = UNLINKED_MAX.saturating_sub(queue.len());
+            queue.extend(batch.drain(..room.min(batch.len())).map(|r| r.op));
+            self.unlinked_len.store(queue.len(), Ordering::Relaxed);
         }
+        // What did not fit (usually nothing). The batch's vector is freed
+        // here, on the thread whose stripe allocated it.
+        drop_all(name, batch.into_iter().map(|r| r.op));
     }
 }
 
-/// Drops a batch of unlinked operations, one by one, with no purgatory lock
-/// held. A panic in a user `Drop` is logged, not propagated (the caller is
-/// in the middle of a purgatory call), and the batch's other operations are
-/// still dropped.
-fn drop_batch<Op: DelayedOperation>(batch: impl IntoIterator<Item = Retired<Op>>) {
-    for retired in batch {
-        if catch_unwind(AssertUnwindSafe(move || drop(retired))).is_err() {
-            log::error!("dropping a completed operation panicked; the panic was contained");
-        }
+/// Drops unlinked operations one by one, with no purgatory lock held. A
+/// panic in a user `Drop` is logged, not propagated (the caller is in the
+/// middle of a purgatory call), and the other operations are still dropped.
+fn drop_all<Op: DelayedOperation>(name: &str, ops: impl IntoIterator<Item = Arc<Shared<Op>>>) {
+    for op in ops {
+        guarded(name, "drop", move || drop(op));
     }
 }

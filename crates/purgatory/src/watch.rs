@@ -13,9 +13,11 @@
 //!
 //! * Lock order: the operation lock (when held) before a shard lock. No user
 //!   code runs with a shard lock held; only one shard lock is held at a time.
-//! * A slot is freed only by the thread that *releases* the operation that
-//!   occupies it (under the operation's lock), so slot indices are stable for
-//!   an operation's whole stay.
+//! * A slot is freed only through the membership its operation kept, once:
+//!   by the thread that frees the retired batch the operation went to when
+//!   it was released (see [`crate::retire`]). So slot indices are stable for
+//!   an operation's whole stay, and a released operation's slots stay
+//!   occupied (by it) until its batch is freed.
 //! * A list id stays allocated while any operation occupies the list, so a
 //!   membership never points at a recycled list. A list in the key table is
 //!   never empty: it is created with its first entry and removed (and its id
@@ -505,9 +507,11 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> ErasedIndex<Op> for WatchI
             let mut shard = self.shards[run[0].0.shard as usize].lock();
             // Read every slot of the run before changing any: independent
             // loads, whose cache misses the CPU overlaps (the slots were last
-            // written long ago, often by another core), so the removals
+            // written long ago, often by another core), so that the removals
             // below find their lines in cache and the lock, which the
-            // watching threads want too, is held for a fraction of the time.
+            // watching threads want too, is held for less time. (Reasoned,
+            // and perf showed the watching thread waiting for this lock; the
+            // end-to-end effect was within the machine's noise.)
             let mut occupied = 0usize;
             for &(m, _) in run {
                 let slots = &shard.list(m.list).slab.slots;

@@ -335,6 +335,7 @@ fn a_million_operations_completed_through_one_key_leave_no_residue() {
         0,
         "no empty list is kept for the cold keys"
     );
+    p.purge();
     assert_eq!(
         drops.load(Ordering::Relaxed),
         ROUNDS * PER_ROUND,
@@ -347,7 +348,7 @@ fn a_million_operations_completed_through_one_key_leave_no_residue() {
 }
 
 #[test]
-fn force_completed_operations_linger_at_most_a_batch_per_thread() {
+fn force_completed_operations_are_freed_in_bounded_batches() {
     const THREADS: usize = 4;
     const PER_THREAD: usize = 1_000;
     const BATCH: usize = 64; // the purgatory's retire batch
@@ -499,8 +500,11 @@ fn completed_operations_are_dropped_by_the_next_watching_thread() {
     const BATCH: usize = 64; // the purgatory's retire batch
     let (p, dropped_on, ops) = watched_tracked(2 * BATCH, false);
     complete_elsewhere(ops);
+    // Counting frees the slots but leaves the dropping to watchers (so a
+    // metrics thread does not run `Drop` code); `purge` drops them.
     assert_eq!((p.watched(), p.delayed(), p.watched_keys()), (0, 0, 0));
-    // watched_keys purges, which drops everything: start again without it.
+    assert!(dropped_on.lock().unwrap().is_empty());
+    p.purge();
     assert_eq!(dropped_on.lock().unwrap().len(), 2 * BATCH);
 
     let (p, dropped_on, ops) = watched_tracked(2 * BATCH, false);
@@ -561,6 +565,35 @@ fn panicking_drop_of_a_completed_operation_is_contained() {
     assert_eq!(p.check_and_complete(&key("k")), 0);
     assert!(o.force_complete());
     assert_eq!((p.watched(), p.delayed()), (0, 0));
+}
+
+/// `delayed()` counts armed operations exactly, even when a completed
+/// operation's timer entry (retired, not yet cancelled) fires before its
+/// batch is freed: the reaper runs here and nothing purges.
+#[test]
+fn delayed_stays_exact_when_a_retired_timer_entry_fires() {
+    let clock = ManualClock::new();
+    let p: Purgatory<Key, MockOp> = Purgatory::builder("armed")
+        .clock(clock.clone())
+        .reaper_poll_interval(Duration::from_millis(1))
+        .build()
+        .unwrap();
+    let (a, b, c) = (op(10), op(10), op(1_000));
+    for o in [&a, &b, &c] {
+        p.try_complete_else_watch(o.clone(), [key("k")]).unwrap();
+    }
+    assert!(a.force_complete());
+    assert_eq!(p.delayed(), 2);
+    clock.advance_ms(10);
+    // The reaper expires b; a's dead entry, in the same bucket, fires too.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while b.expirations() == 0 {
+        assert!(Instant::now() < deadline, "the reaper did not expire b");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(p.delayed(), 1, "only c is armed");
+    assert_eq!((a.completions(), a.expirations()), (1, 0));
+    assert_eq!(p.watched(), 1);
 }
 
 // ------------------------------------------------------------- panics

@@ -208,8 +208,9 @@ fn stress_every_operation_completes_exactly_once() {
         "every completion accounted once"
     );
     assert_eq!((p.watched(), p.delayed(), p.watched_keys()), (0, 0, 0));
-    // The purgatory keeps no reference once everything is done and purged
-    // (`watched_keys` purges): the test's handles are the last ones.
+    // The purgatory keeps no reference once everything is done and purged:
+    // the test's handles are the last ones.
+    p.purge();
     assert_eq!(drops.load(Ordering::Relaxed), 0);
     drop(ops);
     assert_eq!(drops.load(Ordering::Relaxed), OPS, "every operation freed");
