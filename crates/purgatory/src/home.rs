@@ -100,6 +100,12 @@ impl<Op: DelayedOperation> Home<Op> {
         self.retired.drop_unlinked(&self.name);
     }
 
+    /// Drops what this thread deferred while it held an operation lock (see
+    /// [`crate::retire`]). Call with no operation lock held.
+    pub(crate) fn drop_deferred(&self) {
+        self.retired.drop_deferred(&self.name);
+    }
+
     /// Frees everything retired and not yet freed, by any thread; then, if
     /// `drop_unlinked`, drops every completed operation still held.
     pub(crate) fn free_all_retired(&self, drop_unlinked: bool) {

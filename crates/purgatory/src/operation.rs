@@ -64,14 +64,15 @@ use crate::watch::Members;
 /// thread, often inside a later purgatory call: a
 /// [`try_complete_else_watch`](crate::Purgatory::try_complete_else_watch)
 /// (which drops up to two completed operations, under any key), a
-/// `check_and_complete`, a `force_complete` or an expiry (rarely: when the
-/// queue of completed operations is full, the completing thread drops them,
-/// under the lock of the operation it is completing), `purge`,
-/// `advance_clock` or shutdown. That can be while the caller holds its own
-/// locks (Kafka calls `tryCompleteElseWatch` under the group lock). So a
-/// `Drop` implementation must not block, must not take locks that callers
-/// of the purgatory may hold, and must not call `advance_clock` or
-/// `shutdown`. A panic in `Drop` is caught and logged when the purgatory
+/// `check_and_complete`, a `force_complete` or an expiry (when the queue of
+/// completed operations is full: the completing call drops them once it has
+/// released the operation's lock), `cancel_for_key`, `purge`,
+/// `advance_clock` or shutdown. The purgatory never drops an operation
+/// while it holds an operation lock or one of its own locks, but the caller
+/// may hold its own (Kafka calls `tryCompleteElseWatch` under the group
+/// lock, and callbacks run under their operation's lock). So a `Drop`
+/// implementation must not block, must not take locks that callers of the
+/// purgatory may hold, and must not call `advance_clock` or `shutdown`. A panic in `Drop` is caught and logged when the purgatory
 /// drops a completed operation from its queue; elsewhere it unwinds as any
 /// panic in `Drop` does.
 ///
@@ -326,13 +327,14 @@ impl<Op: DelayedOperation> Shared<Op> {
 
     /// Completes the operation if nobody has: sets the flags, releases it,
     /// then runs `on_complete` (and `on_expiration` if `expired`). Lock held.
-    /// Returns whether this call completed it.
-    pub(crate) fn finish(self: &Arc<Self>, expired: bool) -> bool {
+    /// Returns what it did; call [`Finished::settle`] once the lock is
+    /// released.
+    pub(crate) fn finish(self: &Arc<Self>, expired: bool) -> Finished<Op> {
         debug_assert!(self.raw_lock().is_owned_by_current_thread());
         // Every state change happens under the operation lock, which this
         // thread holds: a plain check-then-set is race-free.
         if self.is_completed() {
-            return false;
+            return Finished::Already;
         }
         let flags = if expired {
             COMPLETED | EXPIRED
@@ -348,7 +350,7 @@ impl<Op: DelayedOperation> Shared<Op> {
         if expired {
             guarded(name, "on_expiration", || self.op.on_expiration());
         }
-        true
+        Finished::Now(home)
     }
 
     /// The `check_and_complete` step for one operation: lock, and if it is
@@ -362,28 +364,61 @@ impl<Op: DelayedOperation> Shared<Op> {
         if !self.is_pending() {
             return false;
         }
-        if self.try_complete_guarded(purgatory) {
-            self.finish(false);
-            true
-        } else {
-            false
-        }
+        // The caller, `check_and_complete`, settles deferred drops when it
+        // frees its batch at the end.
+        self.try_complete_guarded(purgatory) && self.finish(false).completed()
     }
 
     /// The timeout path, on the timer's executor thread.
     fn expire(self: &Arc<Self>, epoch: u32) {
-        let _guard = self.lock();
-        if self.is_completed() {
-            return;
-        }
-        {
-            let links = self.links.lock();
-            if links.home.is_none() || links.epoch != epoch {
-                // Cancelled (and maybe watched again) since this entry was armed.
+        let finished = {
+            let _guard = self.lock();
+            if self.is_completed() {
                 return;
             }
+            {
+                let links = self.links.lock();
+                if links.home.is_none() || links.epoch != epoch {
+                    // Cancelled (and maybe watched again) since this entry
+                    // was armed.
+                    return;
+                }
+            }
+            self.finish(true)
+        };
+        finished.settle();
+    }
+}
+
+/// What [`Shared::finish`] did.
+#[must_use = "settle it once the operation lock is released"]
+pub(crate) enum Finished<Op: DelayedOperation> {
+    /// The operation had completed before.
+    Already,
+    /// This call completed it. It was watched in the purgatory given, if
+    /// any, which may hold drops deferred until the lock is released.
+    Now(Option<Arc<Home<Op>>>),
+}
+
+impl<Op: DelayedOperation> Finished<Op> {
+    /// Whether this call completed the operation.
+    pub(crate) fn completed(&self) -> bool {
+        matches!(self, Finished::Now(_))
+    }
+
+    /// Drops what completing the operation deferred (see
+    /// [`crate::retire`]); call it with the operation lock released.
+    /// Returns whether this call completed the operation.
+    pub(crate) fn settle(self) -> bool {
+        match self {
+            Finished::Already => false,
+            Finished::Now(home) => {
+                if let Some(home) = home {
+                    home.drop_deferred();
+                }
+                true
+            }
         }
-        self.finish(true);
     }
 }
 
@@ -458,8 +493,11 @@ impl<Op: DelayedOperation> Operation<Op> {
     /// `try_complete` it completes the operation, and the `true` returned by
     /// `try_complete` afterwards changes nothing.
     pub fn force_complete(&self) -> bool {
-        let _guard = self.0.lock();
-        self.0.finish(false)
+        let finished = {
+            let _guard = self.0.lock();
+            self.0.finish(false)
+        };
+        finished.settle()
     }
 
     /// Locks the operation (its own lock or the shared one), blocking until

@@ -310,7 +310,20 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
         op: impl Into<Operation<Op>>,
         keys: impl IntoIterator<Item = K>,
     ) -> Result<bool, PurgatoryError> {
-        let op = op.into();
+        let result = self.watch_or_complete(op.into(), keys);
+        // What completing it (or a shutdown meeting it) deferred until its
+        // lock was released.
+        self.home.drop_deferred();
+        result
+    }
+
+    /// [`try_complete_else_watch`](Self::try_complete_else_watch), but for
+    /// the deferred drops.
+    fn watch_or_complete(
+        &self,
+        op: Operation<Op>,
+        keys: impl IntoIterator<Item = K>,
+    ) -> Result<bool, PurgatoryError> {
         let shared = &op.0;
         let mut keys = keys.into_iter();
         let Some(first) = keys.next() else {
@@ -332,7 +345,8 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
                 return Err(PurgatoryError::AlreadyWatched);
             }
             if shared.try_complete_guarded(name) {
-                shared.finish(false);
+                // Not watched yet: nothing of it is retired or deferred.
+                let _ = shared.finish(false);
                 return Ok(true);
             }
             let timeout = crate::operation::guarded(name, "timeout", || shared.op().timeout())
@@ -362,7 +376,8 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
                 return Err(PurgatoryError::Shutdown);
             }
             if shared.try_complete_guarded(name) {
-                shared.finish(false);
+                // Settled by the caller.
+                let _ = shared.finish(false);
                 return Ok(true);
             }
             (epoch, timeout)
@@ -412,7 +427,9 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
                 shared.release(false);
             }
             ShutdownPolicy::Expire => {
-                shared.finish(true);
+                // Settled by the caller: shutdown purges, and
+                // `try_complete_else_watch` drops what was deferred.
+                let _ = shared.finish(true);
             }
         }
     }

@@ -60,11 +60,18 @@
 //! and a batch's vector is freed by the thread that filled it.
 //!
 //! * The queue holds at most [`UNLINKED_MAX`] operations; what does not fit
-//!   is dropped at once by the freeing thread (possibly under the lock of
-//!   the operation whose release filled its stripe). So at most that many
-//!   unlinked operations wait to be dropped, however long no operation is
-//!   watched; [`RetireQueue::free_all`] (the purgatory's `purge`,
-//!   `advance_clock` and shutdown) drops them all.
+//!   is dropped by the freeing thread, so at most that many unlinked
+//!   operations wait to be dropped, however long no operation is watched.
+//!   [`RetireQueue::free_all`] (the purgatory's `purge`, `advance_clock`
+//!   and shutdown) drops them all.
+//! * Never under an operation lock: a batch freed by [`RetireQueue::push`]
+//!   (the releasing thread holds the lock of the operation it releases)
+//!   leaves what does not fit in its stripe's *deferred* list, and the
+//!   purgatory call that released it drops that list once it has let go of
+//!   the lock ([`RetireQueue::drop_deferred`]: at the end of
+//!   `force_complete`, an expiry, `try_complete_else_watch`,
+//!   `check_and_complete` and `cancel_for_key`; shutdown purges). So the
+//!   deferred lists hold only what calls in progress released.
 //! * Unlinked operations are no longer in any list or the timer: nothing in
 //!   the purgatory reaches them any more; only their memory is pending.
 //! * The queue's lock is a leaf too, and operations are dropped after being
@@ -110,9 +117,23 @@ pub(crate) struct Retired<Op: DelayedOperation> {
     pub(crate) timer: Option<TimerHandle>,
 }
 
-/// One thread stripe's released operations, behind its lock, on its own
-/// cache line.
-type Stripe<Op> = CachePadded<Mutex<Vec<Retired<Op>>>>;
+/// One thread stripe: its released operations, and the operations it must
+/// drop once the call that unlinked them has released its operation lock.
+struct StripeState<Op: DelayedOperation> {
+    retired: Vec<Retired<Op>>,
+    deferred: Vec<Arc<Shared<Op>>>,
+}
+
+/// A stripe behind its lock, on its own cache line.
+type Stripe<Op> = CachePadded<Mutex<StripeState<Op>>>;
+
+/// Whether the thread freeing a batch holds an operation lock, so must not
+/// drop operations (run user `Drop` code) there.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Freeing {
+    UnderLock,
+    Unlocked,
+}
 
 /// Released operations waiting to be freed, striped by thread, and unlinked
 /// operations waiting to be dropped.
@@ -124,6 +145,9 @@ pub(crate) struct RetireQueue<Op: DelayedOperation> {
     unlinked: CachePadded<Mutex<VecDeque<Arc<Shared<Op>>>>>,
     /// `unlinked.len()`, readable without its lock; changed only under it.
     unlinked_len: AtomicUsize,
+    /// Operations in the stripes' deferred lists (a hint, read without
+    /// their locks; changed under them).
+    deferred_len: AtomicUsize,
 }
 
 impl<Op: DelayedOperation> RetireQueue<Op> {
@@ -132,10 +156,16 @@ impl<Op: DelayedOperation> RetireQueue<Op> {
     pub(crate) fn new() -> Self {
         RetireQueue {
             stripes: (0..stripe::count())
-                .map(|_| CachePadded::new(Mutex::new(Vec::new())))
+                .map(|_| {
+                    CachePadded::new(Mutex::new(StripeState {
+                        retired: Vec::new(),
+                        deferred: Vec::new(),
+                    }))
+                })
                 .collect(),
             unlinked: CachePadded::new(Mutex::new(VecDeque::with_capacity(UNLINKED_MAX))),
             unlinked_len: AtomicUsize::new(0),
+            deferred_len: AtomicUsize::new(0),
         }
     }
 
@@ -144,7 +174,8 @@ impl<Op: DelayedOperation> RetireQueue<Op> {
     }
 
     /// Appends `retired` to this thread's stripe, freeing the stripe's batch
-    /// if it is full.
+    /// if it is full. The caller holds the released operation's lock, so
+    /// what the freeing cannot queue is deferred (see the module docs).
     pub(crate) fn push(
         &self,
         retired: Retired<Op>,
@@ -154,25 +185,44 @@ impl<Op: DelayedOperation> RetireQueue<Op> {
     ) {
         let full = {
             let mut stripe = self.own_stripe().lock();
-            stripe.push(retired);
-            if stripe.len() >= RETIRE_BATCH {
-                std::mem::take(&mut *stripe)
+            stripe.retired.push(retired);
+            if stripe.retired.len() >= RETIRE_BATCH {
+                std::mem::take(&mut stripe.retired)
             } else {
                 return;
             }
         };
-        self.free(full, index, timer, name);
+        self.free(full, index, timer, name, Freeing::UnderLock);
     }
 
-    /// Frees what this thread's stripe holds.
+    /// Frees what this thread's stripe holds, and drops what it deferred.
+    /// No operation lock may be held.
     pub(crate) fn free_own(
         &self,
         index: &dyn ErasedIndex<Op>,
         timer: &Timer<ExpiryTask<Op>>,
         name: &str,
     ) {
-        let batch = std::mem::take(&mut *self.own_stripe().lock());
-        self.free(batch, index, timer, name);
+        let batch = std::mem::take(&mut self.own_stripe().lock().retired);
+        self.free(batch, index, timer, name, Freeing::Unlocked);
+        self.drop_deferred(name);
+    }
+
+    /// Drops what this thread's stripe deferred (see the module docs). No
+    /// operation lock may be held.
+    pub(crate) fn drop_deferred(&self, name: &str) {
+        // Relaxed: what this thread deferred, it sees; another thread's
+        // deferrals are that thread's to drop.
+        if self.deferred_len.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        let deferred = {
+            let mut stripe = self.own_stripe().lock();
+            self.deferred_len
+                .fetch_sub(stripe.deferred.len(), Ordering::Relaxed);
+            std::mem::take(&mut stripe.deferred)
+        };
+        drop_all(name, deferred);
     }
 
     /// Frees what every stripe holds; then, if `drop_unlinked`, drops every
@@ -185,10 +235,19 @@ impl<Op: DelayedOperation> RetireQueue<Op> {
         drop_unlinked: bool,
     ) {
         for stripe in self.stripes.iter() {
-            let batch = std::mem::take(&mut *stripe.lock());
-            self.free(batch, index, timer, name);
+            let batch = std::mem::take(&mut stripe.lock().retired);
+            self.free(batch, index, timer, name, Freeing::Unlocked);
         }
         if drop_unlinked {
+            for stripe in self.stripes.iter() {
+                let deferred = {
+                    let mut stripe = stripe.lock();
+                    self.deferred_len
+                        .fetch_sub(stripe.deferred.len(), Ordering::Relaxed);
+                    std::mem::take(&mut stripe.deferred)
+                };
+                drop_all(name, deferred);
+            }
             let all: Vec<_> = {
                 let mut queue = self.unlinked.lock();
                 self.unlinked_len.store(0, Ordering::Relaxed);
@@ -216,13 +275,15 @@ impl<Op: DelayedOperation> RetireQueue<Op> {
 
     /// Frees the slots and cancels the timer entries of `batch`, then queues
     /// its operations (maybe their last references) to be dropped by a
-    /// watching thread, dropping at once those that do not fit.
+    /// watching thread; those that do not fit are dropped now, or deferred
+    /// if the caller holds an operation lock.
     fn free(
         &self,
         mut batch: Vec<Retired<Op>>,
         index: &dyn ErasedIndex<Op>,
         timer: &Timer<ExpiryTask<Op>>,
         name: &str,
+        freeing: Freeing,
     ) {
         if batch.is_empty() {
             return;
@@ -240,7 +301,20 @@ impl<Op: DelayedOperation> RetireQueue<Op> {
         }
         // What did not fit (usually nothing). The batch's vector is freed
         // here, on the thread whose stripe allocated it.
-        drop_all(name, batch.into_iter().map(|r| r.op));
+        if batch.is_empty() {
+            return;
+        }
+        let overflow = batch.into_iter().map(|r| r.op);
+        match freeing {
+            Freeing::Unlocked => drop_all(name, overflow),
+            Freeing::UnderLock => {
+                let mut stripe = self.own_stripe().lock();
+                let before = stripe.deferred.len();
+                stripe.deferred.extend(overflow);
+                self.deferred_len
+                    .fetch_add(stripe.deferred.len() - before, Ordering::Relaxed);
+            }
+        }
     }
 }
 

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use purgatory::{
-    new_operation_lock, DelayedOperation, ManualClock, Operation, Purgatory, PurgatoryError,
-    ShutdownPolicy,
+    new_operation_lock, DelayedOperation, ManualClock, Operation, OperationLock, Purgatory,
+    PurgatoryError, ShutdownPolicy,
 };
 
 // ---------------------------------------------------------------- misuse
@@ -565,6 +565,97 @@ fn panicking_drop_of_a_completed_operation_is_contained() {
     assert_eq!(p.check_and_complete(&key("k")), 0);
     assert!(o.force_complete());
     assert_eq!((p.watched(), p.delayed()), (0, 0));
+}
+
+/// Shares one lock with its siblings, and counts its drops and those that
+/// ran while the dropping thread held that lock.
+struct Grouped {
+    group: OperationLock,
+    ready: Arc<AtomicBool>,
+    dropped: Arc<AtomicUsize>,
+    dropped_under_lock: Arc<AtomicUsize>,
+}
+
+impl DelayedOperation for Grouped {
+    fn timeout(&self) -> Duration {
+        Duration::from_secs(30)
+    }
+    fn try_complete(&self) -> bool {
+        self.ready.load(Ordering::SeqCst)
+    }
+    fn on_complete(&self) {}
+}
+
+impl Drop for Grouped {
+    fn drop(&mut self) {
+        self.dropped.fetch_add(1, Ordering::SeqCst);
+        if self.group.is_owned_by_current_thread() {
+            self.dropped_under_lock.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
+/// When the queue of completed operations is full, the operations that do
+/// not fit are dropped by the completing call once it has released the
+/// operation's lock, never under it: by `force_complete` and by
+/// `check_and_complete` alike.
+#[test]
+fn overflowing_drops_never_run_under_an_operation_lock() {
+    const BATCH: usize = 64; // the purgatory's retire batch
+    const QUEUED: usize = 8 * BATCH; // the purgatory's unlinked queue
+    let p: Purgatory<Key, Grouped> = Purgatory::builder("grouped")
+        .clock(ManualClock::new())
+        .reaper(false)
+        .build()
+        .unwrap();
+    let group = new_operation_lock();
+    let ready = Arc::new(AtomicBool::new(false));
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let under_lock = Arc::new(AtomicUsize::new(0));
+    let new_op = || {
+        Operation::with_lock(
+            Grouped {
+                group: group.clone(),
+                ready: ready.clone(),
+                dropped: dropped.clone(),
+                dropped_under_lock: under_lock.clone(),
+            },
+            group.clone(),
+        )
+    };
+    // Force-completed on another thread, which then drops its handles:
+    // the queue takes the first 512, the last 3 batches overflow.
+    let ops: Vec<_> = (0..QUEUED + 3 * BATCH)
+        .map(|_| {
+            let o = new_op();
+            p.try_complete_else_watch(o.clone(), [key("k")]).unwrap();
+            o
+        })
+        .collect();
+    std::thread::spawn(move || {
+        for o in ops {
+            assert!(o.force_complete());
+        }
+    })
+    .join()
+    .unwrap();
+    assert_eq!(dropped.load(Ordering::SeqCst), 3 * BATCH, "the overflow");
+    p.purge();
+    assert_eq!(dropped.load(Ordering::SeqCst), QUEUED + 3 * BATCH);
+    // Completed by one check, the purgatory holding the only references.
+    for _ in 0..QUEUED + 3 * BATCH {
+        p.try_complete_else_watch(new_op(), [key("k")]).unwrap();
+    }
+    ready.store(true, Ordering::SeqCst);
+    assert_eq!(p.check_and_complete(&key("k")), QUEUED + 3 * BATCH);
+    assert_eq!(
+        dropped.load(Ordering::SeqCst),
+        2 * (QUEUED + 3 * BATCH) - QUEUED,
+        "all but the queued ones"
+    );
+    p.purge();
+    assert_eq!(dropped.load(Ordering::SeqCst), 2 * (QUEUED + 3 * BATCH));
+    assert_eq!(under_lock.load(Ordering::SeqCst), 0, "dropped under a lock");
 }
 
 /// `delayed()` counts armed operations exactly, even when a completed
