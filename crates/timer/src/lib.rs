@@ -100,6 +100,7 @@ mod entries;
 mod error;
 mod executor;
 mod reaper;
+mod spin_lock;
 mod timer;
 mod wheel;
 
@@ -108,7 +109,8 @@ pub use delay_queue::DelayQueue;
 pub use entries::TimerHandle;
 pub use error::{ConfigError, ShutdownError};
 pub use reaper::Reaper;
-pub use timer::{Timer, TimerBuilder, TimerTask, EXPIRY_LAG_MS, FLUSH_CHUNK};
+pub use spin_lock::{lock_spinning, PAUSES_PER_ROUND, SPIN_ROUNDS};
+pub use timer::{Timer, TimerBuilder, TimerTask, CANCEL_CHUNK, EXPIRY_LAG_MS, FLUSH_CHUNK};
 pub use wheel::{
     Advance, Insertion, Position, TimingWheel, MAX_DEADLINE_MS, MAX_TICK_MS, MAX_WHEEL_SIZE,
 };
