@@ -12,9 +12,9 @@
 //! operation claimed by this purgatory. It is raised by the claimer before
 //! the operation lock is released and lowered by the releaser under that
 //! lock, so it never goes below zero. `armed` equals the number of claimed
-//! operations whose timer handle is stored in their links: raised when the
-//! handle is stored and lowered when it is taken out, both under the links'
-//! mutex. It is striped by thread (see
+//! operations whose timer handle is stored in their links: raised under the
+//! links' mutex when the handle is stored, lowered by the thread that takes
+//! it out (under the operation lock) right after. It is striped by thread (see
 //! [`StripedCounter`]): the thread watching operations and the one completing
 //! them would otherwise write one cache line for every operation.
 
@@ -37,7 +37,7 @@ pub(crate) struct Home<Op: DelayedOperation> {
     watched: StripedCounter,
     /// Operations whose timer handle is stored in their links: raised when
     /// the handle is stored, lowered when it is taken out (the operation
-    /// completed, expired or was cancelled), both under the links' mutex.
+    /// completed, expired or was cancelled).
     armed: StripedCounter,
     shut_down: AtomicBool,
 }

@@ -26,9 +26,11 @@
 //!   memory is then freed two at a time by the calls that watch new
 //!   operations, so it returns to the allocator on a thread that allocates.
 //!   So a bounded number of completed operations stay allocated (at most 63
-//!   per stripe and 512 more, whatever the keys; the last ones until the
-//!   next watch or [`Purgatory::purge`]), and no sweep over every list is
-//!   ever needed. `cancel_for_key` removes the operations it returns from
+//!   per stripe and 512 more, whatever the keys, plus what calls in
+//!   progress hold back; the last ones until the next watch or
+//!   [`Purgatory::purge`]), and no sweep over every list is ever needed.
+//!   The purgatory never drops an operation while it holds an operation
+//!   lock. `cancel_for_key` removes the operations it returns from
 //!   their other keys' lists too.
 //! * No user callback runs while a purgatory lock is held, so callbacks may
 //!   call back into the purgatory. Panics in callbacks are caught at the

@@ -29,6 +29,7 @@
 //!   runs; callbacks are called through [`guarded`], which catches panics so
 //!   they cannot unwind through the purgatory.
 
+use std::cell::Cell;
 use std::fmt;
 use std::ops::Deref;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -181,6 +182,34 @@ pub(crate) struct Shared<Op: DelayedOperation> {
     pub(crate) links: Mutex<Links<Op>>,
 }
 
+thread_local! {
+    /// How many operation locks the purgatory holds on this thread (taken
+    /// by its own calls, nested ones included, not by users).
+    static PURGATORY_LOCKS: Cell<u32> = const { Cell::new(0) };
+}
+
+/// An operation lock held by the purgatory. While this thread holds any,
+/// the purgatory drops no operation on it: a `Drop` would run under the
+/// lock, and the lock is reentrant, so a nested purgatory call (from a
+/// callback, or a `try_complete` that force-completes its own operation)
+/// cannot tell from its own guard whether an outer frame still holds one.
+/// What would be dropped is deferred instead (see [`crate::retire`]).
+pub(crate) struct PurgatoryLock<'a> {
+    _guard: OperationGuard<'a>,
+}
+
+impl Drop for PurgatoryLock<'_> {
+    fn drop(&mut self) {
+        // Before the guard (a field) unlocks; nothing runs in between.
+        PURGATORY_LOCKS.with(|n| n.set(n.get() - 1));
+    }
+}
+
+/// Whether the purgatory holds an operation lock on this thread.
+pub(crate) fn purgatory_holds_a_lock() -> bool {
+    PURGATORY_LOCKS.with(|n| n.get() > 0)
+}
+
 /// Calls a user callback, catching and logging a panic. Returns `None` if it
 /// panicked.
 pub(crate) fn guarded<R>(purgatory: &str, what: &str, f: impl FnOnce() -> R) -> Option<R> {
@@ -221,6 +250,14 @@ impl<Op: DelayedOperation> Shared<Op> {
             LockKind::Own(m) => m.lock(),
             LockKind::Shared(m) => m.lock(),
         }
+    }
+
+    /// Locks the operation on the purgatory's behalf: while the returned
+    /// guard lives, this thread drops no operation (see [`PurgatoryLock`]).
+    pub(crate) fn lock_for_purgatory(&self) -> PurgatoryLock<'_> {
+        let guard = self.lock();
+        PURGATORY_LOCKS.with(|n| n.set(n.get() + 1));
+        PurgatoryLock { _guard: guard }
     }
 
     fn raw_lock(&self) -> &ReentrantMutex<()> {
@@ -360,19 +397,25 @@ impl<Op: DelayedOperation> Shared<Op> {
         if !self.is_pending() {
             return false;
         }
-        let _guard = self.lock();
+        let _guard = self.lock_for_purgatory();
         if !self.is_pending() {
             return false;
         }
-        // The caller, `check_and_complete`, settles deferred drops when it
-        // frees its batch at the end.
-        self.try_complete_guarded(purgatory) && self.finish(false).completed()
+        // Counted when `try_complete` says yes, even if it completed the
+        // operation itself (by force). The caller, `check_and_complete`,
+        // settles deferred drops when it frees its batch at the end.
+        if self.try_complete_guarded(purgatory) {
+            let _ = self.finish(false);
+            true
+        } else {
+            false
+        }
     }
 
     /// The timeout path, on the timer's executor thread.
     fn expire(self: &Arc<Self>, epoch: u32) {
         let finished = {
-            let _guard = self.lock();
+            let _guard = self.lock_for_purgatory();
             if self.is_completed() {
                 return;
             }
@@ -401,11 +444,6 @@ pub(crate) enum Finished<Op: DelayedOperation> {
 }
 
 impl<Op: DelayedOperation> Finished<Op> {
-    /// Whether this call completed the operation.
-    pub(crate) fn completed(&self) -> bool {
-        matches!(self, Finished::Now(_))
-    }
-
     /// Drops what completing the operation deferred (see
     /// [`crate::retire`]); call it with the operation lock released.
     /// Returns whether this call completed the operation.
@@ -494,7 +532,7 @@ impl<Op: DelayedOperation> Operation<Op> {
     /// `try_complete` afterwards changes nothing.
     pub fn force_complete(&self) -> bool {
         let finished = {
-            let _guard = self.0.lock();
+            let _guard = self.0.lock_for_purgatory();
             self.0.finish(false)
         };
         finished.settle()

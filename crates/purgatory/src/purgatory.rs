@@ -337,7 +337,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
         self.home.drop_unlinked();
         let name = self.home.name.as_str();
         let (epoch, timeout) = {
-            let _guard = shared.lock();
+            let _guard = shared.lock_for_purgatory();
             if shared.is_completed() {
                 return Err(PurgatoryError::AlreadyCompleted);
             }
@@ -410,7 +410,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
             }
             Err(ShutdownError(task)) => {
                 drop(task);
-                let _guard = shared.lock();
+                let _guard = shared.lock_for_purgatory();
                 let ours = shared.is_claimed_by(&self.home) && shared.links.lock().epoch == epoch;
                 if ours && !shared.is_completed() {
                     self.apply_shutdown_policy(shared);
@@ -481,7 +481,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
         let mut cancelled = Vec::with_capacity(ops.len());
         for op in ops {
             let ours = {
-                let _guard = op.lock();
+                let _guard = op.lock_for_purgatory();
                 // An operation watched twice on the key appears twice; the
                 // first visit releases it. One completing concurrently is
                 // left to its completer.
@@ -601,7 +601,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
         let mut pending = Vec::new();
         for op in ops {
             let ours = {
-                let _guard = op.lock();
+                let _guard = op.lock_for_purgatory();
                 let ours = !op.is_completed() && op.is_claimed_by(&self.home);
                 if ours {
                     self.apply_shutdown_policy(&op);

@@ -12,8 +12,8 @@
 //! another force-completed them.) So the releasing thread instead appends
 //! the operation to its stripe of the [`RetireQueue`], and once the stripe
 //! holds [`RETIRE_BATCH`] operations it frees the whole batch: the slots
-//! sorted by shard, each shard locked once; the timer entries cancelled with
-//! one lock hold per timer shard.
+//! grouped by shard, each shard locked once per 16 slots; the timer entries
+//! cancelled with one lock hold per timer shard and 16 entries.
 //!
 //! # Invariants
 //!
@@ -64,14 +64,19 @@
 //!   operations wait to be dropped, however long no operation is watched.
 //!   [`RetireQueue::free_all`] (the purgatory's `purge`, `advance_clock`
 //!   and shutdown) drops them all.
-//! * Never under an operation lock: a batch freed by [`RetireQueue::push`]
-//!   (the releasing thread holds the lock of the operation it releases)
-//!   leaves what does not fit in its stripe's *deferred* list, and the
-//!   purgatory call that released it drops that list once it has let go of
-//!   the lock ([`RetireQueue::drop_deferred`]: at the end of
-//!   `force_complete`, an expiry, `try_complete_else_watch`,
-//!   `check_and_complete` and `cancel_for_key`; shutdown purges). So the
-//!   deferred lists hold only what calls in progress released.
+//! * Never while the purgatory holds an operation lock on this thread
+//!   (counted by `PurgatoryLock`, nested calls included: a callback or a
+//!   `try_complete` calling back into the purgatory runs under an outer
+//!   frame's lock): what would be dropped then goes to this thread's
+//!   stripe's *deferred* list, and the outermost call drops that list once
+//!   it has let go of the lock ([`RetireQueue::drop_deferred`]: at the end
+//!   of `force_complete`, an expiry, `try_complete_else_watch`,
+//!   `check_and_complete` and `cancel_for_key`; shutdown purges). A batch
+//!   freed by [`RetireQueue::push`] (the releasing thread holds the lock of
+//!   the operation it releases) defers what does not fit the same way. So
+//!   the deferred lists hold only what calls in progress released, plus
+//!   what a count (`watched_on`, `watched_keys`) freed, which it defers to
+//!   the stripe it came from rather than run `Drop` code.
 //! * Unlinked operations are no longer in any list or the timer: nothing in
 //!   the purgatory reaches them any more; only their memory is pending.
 //! * The queue's lock is a leaf too, and operations are dropped after being
@@ -86,7 +91,7 @@ use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
 use timer::{Timer, TimerHandle};
 
-use crate::operation::{guarded, DelayedOperation, ExpiryTask, Shared};
+use crate::operation::{guarded, purgatory_holds_a_lock, DelayedOperation, ExpiryTask, Shared};
 use crate::stripe;
 use crate::watch::{ErasedIndex, Members};
 
@@ -127,12 +132,15 @@ struct StripeState<Op: DelayedOperation> {
 /// A stripe behind its lock, on its own cache line.
 type Stripe<Op> = CachePadded<Mutex<StripeState<Op>>>;
 
-/// Whether the thread freeing a batch holds an operation lock, so must not
-/// drop operations (run user `Drop` code) there.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Freeing {
-    UnderLock,
-    Unlocked,
+/// Where a freed batch's operations go when the unlinked queue is full.
+#[derive(Clone, Copy)]
+enum Overflow<'a, Op: DelayedOperation> {
+    /// Dropped now (or, if this thread's purgatory call holds an operation
+    /// lock, deferred to its own stripe).
+    Drop,
+    /// Deferred to this stripe, dropped by the next call of a thread using
+    /// it that ends with no operation lock held.
+    DeferTo(&'a Stripe<Op>),
 }
 
 /// Released operations waiting to be freed, striped by thread, and unlinked
@@ -183,20 +191,21 @@ impl<Op: DelayedOperation> RetireQueue<Op> {
         timer: &Timer<ExpiryTask<Op>>,
         name: &str,
     ) {
+        let stripe = self.own_stripe();
         let full = {
-            let mut stripe = self.own_stripe().lock();
-            stripe.retired.push(retired);
-            if stripe.retired.len() >= RETIRE_BATCH {
-                std::mem::take(&mut stripe.retired)
+            let mut state = stripe.lock();
+            state.retired.push(retired);
+            if state.retired.len() >= RETIRE_BATCH {
+                std::mem::take(&mut state.retired)
             } else {
                 return;
             }
         };
-        self.free(full, index, timer, name, Freeing::UnderLock);
+        self.free(full, index, timer, name, Overflow::DeferTo(stripe));
     }
 
-    /// Frees what this thread's stripe holds, and drops what it deferred.
-    /// No operation lock may be held.
+    /// Frees what this thread's stripe holds, and drops what it deferred
+    /// (unless a purgatory call on this thread holds an operation lock).
     pub(crate) fn free_own(
         &self,
         index: &dyn ErasedIndex<Op>,
@@ -204,64 +213,64 @@ impl<Op: DelayedOperation> RetireQueue<Op> {
         name: &str,
     ) {
         let batch = std::mem::take(&mut self.own_stripe().lock().retired);
-        self.free(batch, index, timer, name, Freeing::Unlocked);
+        self.free(batch, index, timer, name, Overflow::Drop);
         self.drop_deferred(name);
     }
 
-    /// Drops what this thread's stripe deferred (see the module docs). No
-    /// operation lock may be held.
+    /// Drops what this thread's stripe deferred (see the module docs),
+    /// unless a purgatory call on this thread still holds an operation lock
+    /// (the outermost call drops it then).
     pub(crate) fn drop_deferred(&self, name: &str) {
         // Relaxed: what this thread deferred, it sees; another thread's
         // deferrals are that thread's to drop.
-        if self.deferred_len.load(Ordering::Relaxed) == 0 {
+        if self.deferred_len.load(Ordering::Relaxed) == 0 || purgatory_holds_a_lock() {
             return;
         }
-        let deferred = {
-            let mut stripe = self.own_stripe().lock();
-            self.deferred_len
-                .fetch_sub(stripe.deferred.len(), Ordering::Relaxed);
-            std::mem::take(&mut stripe.deferred)
-        };
+        let deferred = self.take_deferred(self.own_stripe());
         drop_all(name, deferred);
     }
 
-    /// Frees what every stripe holds; then, if `drop_unlinked`, drops every
-    /// unlinked operation.
+    /// Frees what every stripe holds. Then, if `drop_all_held`, drops
+    /// every unlinked and deferred operation (deferring them to this
+    /// thread's stripe if a purgatory call on it holds an operation lock);
+    /// else what the freeing cannot queue is deferred to the stripe it came
+    /// from, so that the caller (a count) runs no `Drop` code.
     pub(crate) fn free_all(
         &self,
         index: &dyn ErasedIndex<Op>,
         timer: &Timer<ExpiryTask<Op>>,
         name: &str,
-        drop_unlinked: bool,
+        drop_all_held: bool,
     ) {
         for stripe in self.stripes.iter() {
             let batch = std::mem::take(&mut stripe.lock().retired);
-            self.free(batch, index, timer, name, Freeing::Unlocked);
+            let overflow = if drop_all_held {
+                Overflow::Drop
+            } else {
+                Overflow::DeferTo(stripe)
+            };
+            self.free(batch, index, timer, name, overflow);
         }
-        if drop_unlinked {
+        if drop_all_held {
             for stripe in self.stripes.iter() {
-                let deferred = {
-                    let mut stripe = stripe.lock();
-                    self.deferred_len
-                        .fetch_sub(stripe.deferred.len(), Ordering::Relaxed);
-                    std::mem::take(&mut stripe.deferred)
-                };
-                drop_all(name, deferred);
+                let deferred = self.take_deferred(stripe);
+                self.drop_or_defer(name, deferred);
             }
             let all: Vec<_> = {
                 let mut queue = self.unlinked.lock();
                 self.unlinked_len.store(0, Ordering::Relaxed);
                 queue.drain(..).collect()
             };
-            drop_all(name, all);
+            self.drop_or_defer(name, all);
         }
     }
 
     /// Drops up to [`DROPS_PER_WATCH`] unlinked operations, oldest first:
-    /// called by a thread about to watch an operation (see the module docs).
+    /// called by a thread about to watch an operation (see the module docs),
+    /// unless a purgatory call on it holds an operation lock.
     pub(crate) fn drop_unlinked(&self, name: &str) {
         // Relaxed: a stale zero only leaves the operations for the next call.
-        if self.unlinked_len.load(Ordering::Relaxed) == 0 {
+        if self.unlinked_len.load(Ordering::Relaxed) == 0 || purgatory_holds_a_lock() {
             return;
         }
         let taken: [Option<Arc<Shared<Op>>>; DROPS_PER_WATCH] = {
@@ -275,15 +284,14 @@ impl<Op: DelayedOperation> RetireQueue<Op> {
 
     /// Frees the slots and cancels the timer entries of `batch`, then queues
     /// its operations (maybe their last references) to be dropped by a
-    /// watching thread; those that do not fit are dropped now, or deferred
-    /// if the caller holds an operation lock.
+    /// watching thread; those that do not fit go where `overflow` says.
     fn free(
         &self,
         mut batch: Vec<Retired<Op>>,
         index: &dyn ErasedIndex<Op>,
         timer: &Timer<ExpiryTask<Op>>,
         name: &str,
-        freeing: Freeing,
+        overflow: Overflow<'_, Op>,
     ) {
         if batch.is_empty() {
             return;
@@ -304,17 +312,36 @@ impl<Op: DelayedOperation> RetireQueue<Op> {
         if batch.is_empty() {
             return;
         }
-        let overflow = batch.into_iter().map(|r| r.op);
-        match freeing {
-            Freeing::Unlocked => drop_all(name, overflow),
-            Freeing::UnderLock => {
-                let mut stripe = self.own_stripe().lock();
-                let before = stripe.deferred.len();
-                stripe.deferred.extend(overflow);
-                self.deferred_len
-                    .fetch_add(stripe.deferred.len() - before, Ordering::Relaxed);
-            }
+        let ops = batch.into_iter().map(|r| r.op);
+        match overflow {
+            Overflow::Drop => self.drop_or_defer(name, ops),
+            Overflow::DeferTo(stripe) => self.defer(stripe, ops),
         }
+    }
+
+    /// Drops `ops`, or defers them to this thread's stripe if a purgatory
+    /// call on this thread holds an operation lock.
+    fn drop_or_defer(&self, name: &str, ops: impl IntoIterator<Item = Arc<Shared<Op>>>) {
+        if purgatory_holds_a_lock() {
+            self.defer(self.own_stripe(), ops);
+        } else {
+            drop_all(name, ops);
+        }
+    }
+
+    fn defer(&self, stripe: &Stripe<Op>, ops: impl IntoIterator<Item = Arc<Shared<Op>>>) {
+        let mut state = stripe.lock();
+        let before = state.deferred.len();
+        state.deferred.extend(ops);
+        self.deferred_len
+            .fetch_add(state.deferred.len() - before, Ordering::Relaxed);
+    }
+
+    fn take_deferred(&self, stripe: &Stripe<Op>) -> Vec<Arc<Shared<Op>>> {
+        let mut state = stripe.lock();
+        self.deferred_len
+            .fetch_sub(state.deferred.len(), Ordering::Relaxed);
+        std::mem::take(&mut state.deferred)
     }
 }
 

@@ -340,9 +340,13 @@ impl<K: WatchKey, Op: DelayedOperation, S: BuildHasher> WatchIndex<K, Op, S> {
 
     fn locate(&self, key: &K) -> (u64, usize) {
         let hash = self.hasher.hash_one(key);
-        // The table uses the low bits (bucket) and the top 7 (tag); the
-        // shard takes bits from the middle so the three stay independent.
-        (hash, ((hash >> 32) as usize) & self.mask)
+        // The table uses the low bits (bucket) and the top 7 (tag). The
+        // shard is taken from a multiplicative mix of the whole hash (the
+        // golden-ratio constant), so that it is independent of both and a
+        // hasher whose output fits in 32 bits still spreads keys over every
+        // shard.
+        let mixed = hash.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        (hash, ((mixed >> 32) as usize) & self.mask)
     }
 
     /// Adds `op` to `key`'s list, creating the list if needed. Refuses (and
@@ -737,6 +741,33 @@ mod tests {
             assert!(KEYS.iter().all(|k| index.len_of(k) == 0));
             assert!(batch.iter().all(|r| Arc::strong_count(&r.op) == 1));
         }
+    }
+
+    /// A hasher whose output fits in 32 bits (here the key's number) still
+    /// spreads keys over the shards.
+    #[test]
+    fn narrow_hashes_spread_over_shards() {
+        #[derive(Default)]
+        struct Narrow(u64);
+        impl std::hash::Hasher for Narrow {
+            fn write(&mut self, bytes: &[u8]) {
+                for &b in bytes {
+                    if b.is_ascii_digit() {
+                        self.0 = self.0 * 10 + u64::from(b - b'0');
+                    }
+                }
+            }
+            fn finish(&self) -> u64 {
+                self.0
+            }
+        }
+        let index = WatchIndex::<String, Nop, _>::new(
+            64,
+            std::hash::BuildHasherDefault::<Narrow>::default(),
+        );
+        let shards: std::collections::HashSet<usize> =
+            (0..256).map(|i| index.locate(&format!("k{i}")).1).collect();
+        assert!(shards.len() > 32, "{} shards used", shards.len());
     }
 
     #[test]

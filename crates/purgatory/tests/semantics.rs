@@ -658,6 +658,116 @@ fn overflowing_drops_never_run_under_an_operation_lock() {
     assert_eq!(under_lock.load(Ordering::SeqCst), 0, "dropped under a lock");
 }
 
+/// Kafka's pattern: `try_complete` force-completes its own operation. Each
+/// such operation counts in `check_and_complete`'s result, and no operation
+/// is dropped while the check holds the (shared) group lock, although the
+/// nested `force_complete` releases its own guard while the check's outer
+/// one still holds the lock.
+struct SelfForcing {
+    group: OperationLock,
+    me: Arc<Mutex<Option<Operation<SelfForcing>>>>,
+    ready: Arc<AtomicBool>,
+    dropped: Arc<AtomicUsize>,
+    dropped_under_lock: Arc<AtomicUsize>,
+}
+
+impl DelayedOperation for SelfForcing {
+    fn timeout(&self) -> Duration {
+        Duration::from_secs(30)
+    }
+    fn try_complete(&self) -> bool {
+        if !self.ready.load(Ordering::SeqCst) {
+            return false;
+        }
+        let me = self.me.lock().unwrap().take();
+        me.is_some_and(|me| me.force_complete())
+    }
+    fn on_complete(&self) {}
+}
+
+impl Drop for SelfForcing {
+    fn drop(&mut self) {
+        self.dropped.fetch_add(1, Ordering::SeqCst);
+        if self.group.is_owned_by_current_thread() {
+            self.dropped_under_lock.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
+#[test]
+fn a_try_complete_that_forces_itself_counts_and_nothing_drops_under_the_lock() {
+    const QUEUED: usize = 512; // the purgatory's unlinked queue
+    let p: Purgatory<Key, SelfForcing> = Purgatory::builder("self-forcing")
+        .clock(ManualClock::new())
+        .reaper(false)
+        .build()
+        .unwrap();
+    let group = new_operation_lock();
+    let ready = Arc::new(AtomicBool::new(false));
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let under_lock = Arc::new(AtomicUsize::new(0));
+    let new_op = || {
+        let me = Arc::new(Mutex::new(None));
+        let o = Operation::with_lock(
+            SelfForcing {
+                group: group.clone(),
+                me: me.clone(),
+                ready: ready.clone(),
+                dropped: dropped.clone(),
+                dropped_under_lock: under_lock.clone(),
+            },
+            group.clone(),
+        );
+        (o, me)
+    };
+    // 128 operations that complete themselves once ready; each holds its
+    // own handle until then (the purgatory holds the rest).
+    for _ in 0..128 {
+        let (o, me) = new_op();
+        *me.lock().unwrap() = Some(o.clone());
+        p.try_complete_else_watch(o, [key("k")]).unwrap();
+    }
+    // Fill the unlinked queue, so that what the check frees overflows.
+    let fillers: Vec<_> = (0..QUEUED + 64)
+        .map(|_| {
+            let (o, _) = new_op();
+            p.try_complete_else_watch(o.clone(), [key("f")]).unwrap();
+            o
+        })
+        .collect();
+    std::thread::spawn(move || {
+        for o in fillers {
+            assert!(o.force_complete());
+        }
+    })
+    .join()
+    .unwrap();
+    ready.store(true, Ordering::SeqCst);
+    assert_eq!(p.check_and_complete(&key("k")), 128);
+    assert_eq!((p.watched(), p.delayed()), (0, 0));
+    p.purge();
+    assert_eq!(dropped.load(Ordering::SeqCst), 128 + QUEUED + 64);
+    assert_eq!(
+        under_lock.load(Ordering::SeqCst),
+        0,
+        "dropped under the lock"
+    );
+}
+
+/// `watched_on` and `watched_keys` free retired slots for exact counts but
+/// run no `Drop` code, even when the unlinked queue is full; `purge` does.
+#[test]
+fn counting_runs_no_drop_code_even_when_the_queue_is_full() {
+    let (p, dropped_on, ops) = watched_tracked(512 + 10, false);
+    // 8 batches fill the queue; 10 stay in the completing thread's stripe.
+    complete_elsewhere(ops);
+    assert!(dropped_on.lock().unwrap().is_empty());
+    assert_eq!((p.watched_on(&key("k")), p.watched_keys()), (0, 0));
+    assert!(dropped_on.lock().unwrap().is_empty(), "a count dropped");
+    p.purge();
+    assert_eq!(dropped_on.lock().unwrap().len(), 512 + 10);
+}
+
 /// `delayed()` counts armed operations exactly, even when a completed
 /// operation's timer entry (retired, not yet cancelled) fires before its
 /// batch is freed: the reaper runs here and nothing purges.
