@@ -567,11 +567,14 @@ fn panicking_drop_of_a_completed_operation_is_contained() {
     assert_eq!((p.watched(), p.delayed()), (0, 0));
 }
 
-/// Shares one lock with its siblings, and counts its drops and those that
-/// ran while the dropping thread held that lock.
+/// Shares one lock with its siblings, completes once `ready` (by forcing
+/// itself, Kafka's pattern, when it holds its own handle in `me`), and
+/// counts its drops and those that ran while the dropping thread held that
+/// lock.
 struct Grouped {
     group: OperationLock,
     ready: Arc<AtomicBool>,
+    me: Mutex<Option<Operation<Grouped>>>,
     dropped: Arc<AtomicUsize>,
     dropped_under_lock: Arc<AtomicUsize>,
 }
@@ -581,7 +584,11 @@ impl DelayedOperation for Grouped {
         Duration::from_secs(30)
     }
     fn try_complete(&self) -> bool {
-        self.ready.load(Ordering::SeqCst)
+        if !self.ready.load(Ordering::SeqCst) {
+            return false;
+        }
+        let me = self.me.lock().unwrap().take();
+        me.is_none_or(|me| me.force_complete())
     }
     fn on_complete(&self) {}
 }
@@ -595,6 +602,75 @@ impl Drop for Grouped {
     }
 }
 
+/// A purgatory of [`Grouped`] operations sharing one lock and counters.
+struct GroupedFixture {
+    p: Purgatory<Key, Grouped>,
+    group: OperationLock,
+    ready: Arc<AtomicBool>,
+    dropped: Arc<AtomicUsize>,
+    dropped_under_lock: Arc<AtomicUsize>,
+}
+
+impl GroupedFixture {
+    fn new() -> Self {
+        GroupedFixture {
+            p: Purgatory::builder("grouped")
+                .clock(ManualClock::new())
+                .reaper(false)
+                .build()
+                .unwrap(),
+            group: new_operation_lock(),
+            ready: Arc::new(AtomicBool::new(false)),
+            dropped: Arc::new(AtomicUsize::new(0)),
+            dropped_under_lock: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+
+    fn op(&self) -> Operation<Grouped> {
+        Operation::with_lock(
+            Grouped {
+                group: self.group.clone(),
+                ready: self.ready.clone(),
+                me: Mutex::new(None),
+                dropped: self.dropped.clone(),
+                dropped_under_lock: self.dropped_under_lock.clone(),
+            },
+            self.group.clone(),
+        )
+    }
+
+    /// Watches `n` operations under `key` and returns their handles.
+    fn watched(&self, n: usize, key_name: &str) -> Vec<Operation<Grouped>> {
+        (0..n)
+            .map(|_| {
+                let o = self.op();
+                self.p
+                    .try_complete_else_watch(o.clone(), [key(key_name)])
+                    .unwrap();
+                o
+            })
+            .collect()
+    }
+
+    fn counts(&self) -> (usize, usize) {
+        (
+            self.dropped.load(Ordering::SeqCst),
+            self.dropped_under_lock.load(Ordering::SeqCst),
+        )
+    }
+}
+
+/// Force-completes `ops` on a thread of its own, which drops the handles.
+fn force_elsewhere(ops: Vec<Operation<Grouped>>) {
+    std::thread::spawn(move || {
+        for o in ops {
+            assert!(o.force_complete());
+        }
+    })
+    .join()
+    .unwrap();
+}
+
 /// When the queue of completed operations is full, the operations that do
 /// not fit are dropped by the completing call once it has released the
 /// operation's lock, never under it: by `force_complete` and by
@@ -603,59 +679,21 @@ impl Drop for Grouped {
 fn overflowing_drops_never_run_under_an_operation_lock() {
     const BATCH: usize = 64; // the purgatory's retire batch
     const QUEUED: usize = 8 * BATCH; // the purgatory's unlinked queue
-    let p: Purgatory<Key, Grouped> = Purgatory::builder("grouped")
-        .clock(ManualClock::new())
-        .reaper(false)
-        .build()
-        .unwrap();
-    let group = new_operation_lock();
-    let ready = Arc::new(AtomicBool::new(false));
-    let dropped = Arc::new(AtomicUsize::new(0));
-    let under_lock = Arc::new(AtomicUsize::new(0));
-    let new_op = || {
-        Operation::with_lock(
-            Grouped {
-                group: group.clone(),
-                ready: ready.clone(),
-                dropped: dropped.clone(),
-                dropped_under_lock: under_lock.clone(),
-            },
-            group.clone(),
-        )
-    };
+    const N: usize = QUEUED + 3 * BATCH;
+    let f = GroupedFixture::new();
     // Force-completed on another thread, which then drops its handles:
     // the queue takes the first 512, the last 3 batches overflow.
-    let ops: Vec<_> = (0..QUEUED + 3 * BATCH)
-        .map(|_| {
-            let o = new_op();
-            p.try_complete_else_watch(o.clone(), [key("k")]).unwrap();
-            o
-        })
-        .collect();
-    std::thread::spawn(move || {
-        for o in ops {
-            assert!(o.force_complete());
-        }
-    })
-    .join()
-    .unwrap();
-    assert_eq!(dropped.load(Ordering::SeqCst), 3 * BATCH, "the overflow");
-    p.purge();
-    assert_eq!(dropped.load(Ordering::SeqCst), QUEUED + 3 * BATCH);
+    force_elsewhere(f.watched(N, "k"));
+    assert_eq!(f.counts(), (3 * BATCH, 0), "the overflow");
+    f.p.purge();
+    assert_eq!(f.counts(), (N, 0));
     // Completed by one check, the purgatory holding the only references.
-    for _ in 0..QUEUED + 3 * BATCH {
-        p.try_complete_else_watch(new_op(), [key("k")]).unwrap();
-    }
-    ready.store(true, Ordering::SeqCst);
-    assert_eq!(p.check_and_complete(&key("k")), QUEUED + 3 * BATCH);
-    assert_eq!(
-        dropped.load(Ordering::SeqCst),
-        2 * (QUEUED + 3 * BATCH) - QUEUED,
-        "all but the queued ones"
-    );
-    p.purge();
-    assert_eq!(dropped.load(Ordering::SeqCst), 2 * (QUEUED + 3 * BATCH));
-    assert_eq!(under_lock.load(Ordering::SeqCst), 0, "dropped under a lock");
+    drop(f.watched(N, "k"));
+    f.ready.store(true, Ordering::SeqCst);
+    assert_eq!(f.p.check_and_complete(&key("k")), N);
+    assert_eq!(f.counts(), (2 * N - QUEUED, 0), "all but the queued ones");
+    f.p.purge();
+    assert_eq!(f.counts(), (2 * N, 0));
 }
 
 /// Kafka's pattern: `try_complete` force-completes its own operation. Each
@@ -663,95 +701,22 @@ fn overflowing_drops_never_run_under_an_operation_lock() {
 /// is dropped while the check holds the (shared) group lock, although the
 /// nested `force_complete` releases its own guard while the check's outer
 /// one still holds the lock.
-struct SelfForcing {
-    group: OperationLock,
-    me: Arc<Mutex<Option<Operation<SelfForcing>>>>,
-    ready: Arc<AtomicBool>,
-    dropped: Arc<AtomicUsize>,
-    dropped_under_lock: Arc<AtomicUsize>,
-}
-
-impl DelayedOperation for SelfForcing {
-    fn timeout(&self) -> Duration {
-        Duration::from_secs(30)
-    }
-    fn try_complete(&self) -> bool {
-        if !self.ready.load(Ordering::SeqCst) {
-            return false;
-        }
-        let me = self.me.lock().unwrap().take();
-        me.is_some_and(|me| me.force_complete())
-    }
-    fn on_complete(&self) {}
-}
-
-impl Drop for SelfForcing {
-    fn drop(&mut self) {
-        self.dropped.fetch_add(1, Ordering::SeqCst);
-        if self.group.is_owned_by_current_thread() {
-            self.dropped_under_lock.fetch_add(1, Ordering::SeqCst);
-        }
-    }
-}
-
 #[test]
 fn a_try_complete_that_forces_itself_counts_and_nothing_drops_under_the_lock() {
     const QUEUED: usize = 512; // the purgatory's unlinked queue
-    let p: Purgatory<Key, SelfForcing> = Purgatory::builder("self-forcing")
-        .clock(ManualClock::new())
-        .reaper(false)
-        .build()
-        .unwrap();
-    let group = new_operation_lock();
-    let ready = Arc::new(AtomicBool::new(false));
-    let dropped = Arc::new(AtomicUsize::new(0));
-    let under_lock = Arc::new(AtomicUsize::new(0));
-    let new_op = || {
-        let me = Arc::new(Mutex::new(None));
-        let o = Operation::with_lock(
-            SelfForcing {
-                group: group.clone(),
-                me: me.clone(),
-                ready: ready.clone(),
-                dropped: dropped.clone(),
-                dropped_under_lock: under_lock.clone(),
-            },
-            group.clone(),
-        );
-        (o, me)
-    };
-    // 128 operations that complete themselves once ready; each holds its
-    // own handle until then (the purgatory holds the rest).
-    for _ in 0..128 {
-        let (o, me) = new_op();
-        *me.lock().unwrap() = Some(o.clone());
-        p.try_complete_else_watch(o, [key("k")]).unwrap();
+    let f = GroupedFixture::new();
+    // 128 operations that complete themselves once ready, each holding
+    // its own handle until then (the purgatory holds the rest).
+    for o in f.watched(128, "k") {
+        *o.me.lock().unwrap() = Some(o.clone());
     }
     // Fill the unlinked queue, so that what the check frees overflows.
-    let fillers: Vec<_> = (0..QUEUED + 64)
-        .map(|_| {
-            let (o, _) = new_op();
-            p.try_complete_else_watch(o.clone(), [key("f")]).unwrap();
-            o
-        })
-        .collect();
-    std::thread::spawn(move || {
-        for o in fillers {
-            assert!(o.force_complete());
-        }
-    })
-    .join()
-    .unwrap();
-    ready.store(true, Ordering::SeqCst);
-    assert_eq!(p.check_and_complete(&key("k")), 128);
-    assert_eq!((p.watched(), p.delayed()), (0, 0));
-    p.purge();
-    assert_eq!(dropped.load(Ordering::SeqCst), 128 + QUEUED + 64);
-    assert_eq!(
-        under_lock.load(Ordering::SeqCst),
-        0,
-        "dropped under the lock"
-    );
+    force_elsewhere(f.watched(QUEUED + 64, "f"));
+    f.ready.store(true, Ordering::SeqCst);
+    assert_eq!(f.p.check_and_complete(&key("k")), 128);
+    assert_eq!((f.p.watched(), f.p.delayed()), (0, 0));
+    f.p.purge();
+    assert_eq!(f.counts(), (128 + QUEUED + 64, 0));
 }
 
 /// `watched_on` and `watched_keys` free retired slots for exact counts but
