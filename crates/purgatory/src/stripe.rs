@@ -1,40 +1,23 @@
-//! Thread stripes: each thread gets an index, assigned round-robin on first
-//! use, that spreads threads over a fixed number of stripes, so that threads
-//! working at the same time rarely write the same cache line. The retire
+//! Thread stripes: each thread's index ([`timer::thread_index`], assigned
+//! round-robin on first use, the one the timer picks its shard by) spreads
+//! threads over a fixed number of stripes, so that threads working at the
+//! same time rarely write the same cache line. The retire
 //! queue and the watched counter are striped this way.
 //!
 //! Invariant: [`StripedCounter::sum`] is the sum of every `add` less every
 //! `sub`, whichever stripes they landed on; a single stripe may go negative
 //! (one thread counts an operation in, another counts it out).
 
-use std::cell::Cell;
-use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicIsize, Ordering};
 
 use crossbeam_utils::CachePadded;
-
-thread_local! {
-    /// This thread's stripe index (before masking): assigned on first use.
-    static HINT: Cell<usize> = const { Cell::new(usize::MAX) };
-}
-
-/// Round-robin source of stripe indices.
-static NEXT_HINT: AtomicUsize = AtomicUsize::new(0);
-
-/// The calling thread's stripe index (before masking).
-fn hint() -> usize {
-    HINT.with(|hint| {
-        if hint.get() == usize::MAX {
-            hint.set(NEXT_HINT.fetch_add(1, Ordering::Relaxed));
-        }
-        hint.get()
-    })
-}
+use timer::thread_index;
 
 /// The calling thread's stripe of `stripes` (a power of two long, as
 /// [`count`] gives).
 pub(crate) fn own<T>(stripes: &[T]) -> &T {
     debug_assert!(stripes.len().is_power_of_two());
-    &stripes[hint() & (stripes.len() - 1)]
+    &stripes[thread_index() & (stripes.len() - 1)]
 }
 
 /// How many stripes a striped structure gets: two per available CPU, at

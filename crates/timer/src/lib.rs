@@ -101,6 +101,7 @@ mod error;
 mod executor;
 mod reaper;
 mod spin_lock;
+mod thread_index;
 mod timer;
 mod wheel;
 
@@ -110,6 +111,7 @@ pub use entries::TimerHandle;
 pub use error::{ConfigError, ShutdownError};
 pub use reaper::Reaper;
 pub use spin_lock::{lock_spinning, PAUSES_PER_ROUND, SPIN_ROUNDS};
+pub use thread_index::thread_index;
 pub use timer::{Timer, TimerBuilder, TimerTask, CANCEL_CHUNK, EXPIRY_LAG_MS, FLUSH_CHUNK};
 pub use wheel::{
     Advance, Insertion, Position, TimingWheel, MAX_DEADLINE_MS, MAX_TICK_MS, MAX_WHEEL_SIZE,

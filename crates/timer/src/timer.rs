@@ -49,7 +49,6 @@
 //!   back to the caller, and every task that had been handed to the executor
 //!   has run.
 
-use std::cell::Cell;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -63,6 +62,7 @@ use crate::delay_queue::DelayQueue;
 use crate::entries::{TimerHandle, MAX_SHARDS};
 use crate::executor::Executor;
 use crate::spin_lock::lock_spinning;
+use crate::thread_index::thread_index;
 use crate::wheel::{Insertion, TimingWheel};
 use crate::{Clock, ConfigError, ShutdownError, SystemClock};
 
@@ -311,23 +311,6 @@ struct ShardState<T> {
     armed: u64,
 }
 
-thread_local! {
-    /// This thread's shard choice: assigned round-robin on first use.
-    static SHARD_HINT: Cell<usize> = const { Cell::new(usize::MAX) };
-}
-
-/// Round-robin source of shard hints.
-static NEXT_SHARD_HINT: AtomicUsize = AtomicUsize::new(0);
-
-fn shard_hint() -> usize {
-    SHARD_HINT.with(|hint| {
-        if hint.get() == usize::MAX {
-            hint.set(NEXT_SHARD_HINT.fetch_add(1, Ordering::Relaxed));
-        }
-        hint.get()
-    })
-}
-
 impl<T: TimerTask> Timer<T> {
     /// A timer with Kafka's defaults: tick 1 ms, wheel size 20, real time.
     ///
@@ -361,7 +344,7 @@ impl<T: TimerTask> Timer<T> {
             return self.run_now(task);
         }
         let deadline_ms = now.saturating_add(delay).div_ceil(NANOS_PER_MS);
-        let index = shard_hint() % self.shards.len();
+        let index = thread_index() % self.shards.len();
         let shard = &self.shards[index];
         let mut state = shard.state.lock();
         if self.shut_down.load(Ordering::Acquire) {
