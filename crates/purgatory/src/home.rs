@@ -23,7 +23,9 @@ use std::sync::Arc;
 
 use timer::Timer;
 
-use crate::operation::{DelayedOperation, ExpiryTask};
+use crate::operation::{
+    note_deferred, purgatory_holds_a_lock, DeferredDrops, DelayedOperation, ExpiryTask, Shared,
+};
 use crate::retire::{RetireQueue, Retired};
 use crate::stripe::StripedCounter;
 use crate::watch::ErasedIndex;
@@ -83,14 +85,31 @@ impl<Op: DelayedOperation> Home<Op> {
 
     /// Hands a released operation's slots and timer entry over to be freed
     /// in a batch (see [`RetireQueue`]).
-    pub(crate) fn retire(&self, retired: Retired<Op>) {
+    pub(crate) fn retire(self: &Arc<Self>, retired: Retired<Op>) {
         self.retired
             .push(retired, &*self.index, &self.timer, &self.name);
+        self.note_if_deferred();
     }
 
     /// Frees what this thread has retired and not yet freed.
-    pub(crate) fn free_own_retired(&self) {
+    pub(crate) fn free_own_retired(self: &Arc<Self>) {
         self.retired.free_own(&*self.index, &self.timer, &self.name);
+        self.note_if_deferred();
+    }
+
+    /// Drops `ops` now, or defers them if this thread's purgatory calls
+    /// hold an operation lock (see [`crate::retire`]).
+    pub(crate) fn drop_or_defer(self: &Arc<Self>, ops: Vec<Arc<Shared<Op>>>) {
+        self.retired.drop_or_defer(&self.name, ops);
+        self.note_if_deferred();
+    }
+
+    /// If this thread holds an operation lock and deferred drops here, has
+    /// the release of its outermost lock drop them.
+    fn note_if_deferred(self: &Arc<Self>) {
+        if purgatory_holds_a_lock() && self.retired.has_deferred() {
+            note_deferred(self.clone());
+        }
     }
 
     /// Drops up to two completed operations whose slots and timer entries
@@ -108,9 +127,10 @@ impl<Op: DelayedOperation> Home<Op> {
 
     /// Frees everything retired and not yet freed, by any thread; then, if
     /// `drop_unlinked`, drops every completed operation still held.
-    pub(crate) fn free_all_retired(&self, drop_unlinked: bool) {
+    pub(crate) fn free_all_retired(self: &Arc<Self>, drop_unlinked: bool) {
         self.retired
             .free_all(&*self.index, &self.timer, &self.name, drop_unlinked);
+        self.note_if_deferred();
     }
 
     /// Operations with an armed timer (a snapshot while operations are
@@ -126,5 +146,11 @@ impl<Op: DelayedOperation> Home<Op> {
     /// Marks the purgatory shut down; returns whether it already was.
     pub(crate) fn mark_shut_down(&self) -> bool {
         self.shut_down.swap(true, Ordering::SeqCst)
+    }
+}
+
+impl<Op: DelayedOperation> DeferredDrops for Home<Op> {
+    fn drop_deferred(&self) {
+        Home::drop_deferred(self);
     }
 }

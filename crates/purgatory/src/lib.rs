@@ -22,7 +22,7 @@
 //!   ([`Purgatory::watched`] and [`Purgatory::delayed`] are O(1) and count
 //!   only pending operations), and leaves every watch list and the timer in
 //!   O(1) per key, batched: its slots are freed with the next 63 released
-//!   on the same thread stripe, one lock hold per shard for the batch. Its
+//!   on the same thread stripe, one lock hold per shard and 16 slots. Its
 //!   memory is then freed two at a time by the calls that watch new
 //!   operations, so it returns to the allocator on a thread that allocates.
 //!   So a bounded number of completed operations stay allocated (at most 63

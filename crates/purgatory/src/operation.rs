@@ -29,7 +29,7 @@
 //!   runs; callbacks are called through [`guarded`], which catches panics so
 //!   they cannot unwind through the purgatory.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::fmt;
 use std::ops::Deref;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -69,13 +69,16 @@ use crate::watch::Members;
 /// completed operations is full: the completing call drops them once it has
 /// released the operation's lock), `cancel_for_key`, `purge`,
 /// `advance_clock` or shutdown. The purgatory never drops an operation
-/// while it holds an operation lock or one of its own locks, but the caller
-/// may hold its own (Kafka calls `tryCompleteElseWatch` under the group
-/// lock, and callbacks run under their operation's lock). So a `Drop`
-/// implementation must not block, must not take locks that callers of the
-/// purgatory may hold, and must not call `advance_clock` or `shutdown`. A panic in `Drop` is caught and logged when the purgatory
-/// drops a completed operation from its queue; elsewhere it unwinds as any
-/// panic in `Drop` does.
+/// while it holds an operation lock or one of its own locks: what would be
+/// dropped meanwhile waits until its outermost lock is released. The caller
+/// may hold its own, though (Kafka calls `tryCompleteElseWatch` under the
+/// group lock, and callbacks run under their operation's lock), and an
+/// operation whose last handle a callback passes to a purgatory call is
+/// dropped in that call. So a `Drop` implementation must not block, must
+/// not take locks that callers of the purgatory may hold, and must not call
+/// `advance_clock` or `shutdown`. A panic in `Drop` is caught and logged
+/// when the purgatory drops a completed operation from its queue; elsewhere
+/// it unwinds as any panic in `Drop` does.
 ///
 /// Lock order is the caller's business, as in Kafka: a callback that calls
 /// [`Purgatory::check_and_complete`](crate::Purgatory::check_and_complete)
@@ -186,6 +189,31 @@ thread_local! {
     /// How many operation locks the purgatory holds on this thread (taken
     /// by its own calls, nested ones included, not by users).
     static PURGATORY_LOCKS: Cell<u32> = const { Cell::new(0) };
+    /// The purgatories (of any operation type) to which this thread
+    /// deferred drops while it held an operation lock: the release of its
+    /// outermost lock drops them.
+    static DEFERRED_IN: RefCell<Vec<Arc<dyn DeferredDrops>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A purgatory holding drops that this thread deferred (see [`crate::retire`]).
+pub(crate) trait DeferredDrops {
+    /// Drops what this thread deferred. No operation lock held.
+    fn drop_deferred(&self);
+}
+
+/// Records that this thread deferred drops to `home` while holding an
+/// operation lock, so that the release of its outermost one drops them,
+/// whichever purgatory that lock belongs to.
+pub(crate) fn note_deferred(home: Arc<dyn DeferredDrops>) {
+    DEFERRED_IN.with(|homes| {
+        let mut homes = homes.borrow_mut();
+        if !homes
+            .iter()
+            .any(|h| std::ptr::addr_eq(Arc::as_ptr(h), Arc::as_ptr(&home)))
+        {
+            homes.push(home);
+        }
+    });
 }
 
 /// An operation lock held by the purgatory. While this thread holds any,
@@ -193,15 +221,26 @@ thread_local! {
 /// lock, and the lock is reentrant, so a nested purgatory call (from a
 /// callback, or a `try_complete` that force-completes its own operation)
 /// cannot tell from its own guard whether an outer frame still holds one.
-/// What would be dropped is deferred instead (see [`crate::retire`]).
+/// What would be dropped is deferred instead (see [`crate::retire`]), and
+/// releasing the outermost lock drops it.
 pub(crate) struct PurgatoryLock<'a> {
-    _guard: OperationGuard<'a>,
+    guard: Option<OperationGuard<'a>>,
 }
 
 impl Drop for PurgatoryLock<'_> {
     fn drop(&mut self) {
-        // Before the guard (a field) unlocks; nothing runs in between.
-        PURGATORY_LOCKS.with(|n| n.set(n.get() - 1));
+        drop(self.guard.take());
+        let outermost = PURGATORY_LOCKS.with(|n| {
+            n.set(n.get() - 1);
+            n.get() == 0
+        });
+        if outermost {
+            // Taken out first: the drops may call back into a purgatory.
+            let homes = DEFERRED_IN.with(|homes| std::mem::take(&mut *homes.borrow_mut()));
+            for home in homes {
+                home.drop_deferred();
+            }
+        }
     }
 }
 
@@ -257,7 +296,7 @@ impl<Op: DelayedOperation> Shared<Op> {
     pub(crate) fn lock_for_purgatory(&self) -> PurgatoryLock<'_> {
         let guard = self.lock();
         PURGATORY_LOCKS.with(|n| n.set(n.get() + 1));
-        PurgatoryLock { _guard: guard }
+        PurgatoryLock { guard: Some(guard) }
     }
 
     fn raw_lock(&self) -> &ReentrantMutex<()> {

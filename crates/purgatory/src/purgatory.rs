@@ -37,7 +37,7 @@ use timer::{Clock, ConfigError, Reaper, ShutdownError, TimerBuilder};
 
 use crate::error::PurgatoryError;
 use crate::home::Home;
-use crate::operation::{DelayedOperation, ExpiryTask, Operation, Shared};
+use crate::operation::{purgatory_holds_a_lock, DelayedOperation, ExpiryTask, Operation, Shared};
 use crate::watch::{KeyHasher, Members, WatchIndex, WatchKey};
 
 /// How many operations [`Purgatory::check_and_complete`] copies out of a list
@@ -451,20 +451,34 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
         let mut batch = Vec::new();
         let mut cursor = None;
         let mut completed = 0;
+        // Called from a callback (an outer frame holds an operation lock):
+        // the copies may be the last references by the time they are let
+        // go, and must not be dropped under that lock.
+        let nested = purgatory_holds_a_lock();
+        let mut held_back = Vec::new();
         loop {
             cursor = self.index.scan(key, cursor, CHECK_CHUNK, &mut batch);
             for op in batch.drain(..) {
                 if op.check(name) {
                     completed += 1;
                 }
+                if nested {
+                    held_back.push(op);
+                }
             }
             if cursor.is_none() {
                 break;
             }
         }
+        if !held_back.is_empty() {
+            self.home.drop_or_defer(held_back);
+        }
         if completed > 0 {
             self.home.free_own_retired();
             log::debug!("purgatory {name}: completed {completed} operations for key {key:?}");
+        } else {
+            // What nested calls from `try_complete` deferred.
+            self.home.drop_deferred();
         }
         completed
     }
@@ -479,6 +493,8 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
             return Vec::new();
         }
         let mut cancelled = Vec::with_capacity(ops.len());
+        let nested = purgatory_holds_a_lock();
+        let mut held_back = Vec::new();
         for op in ops {
             let ours = {
                 let _guard = op.lock_for_purgatory();
@@ -493,7 +509,13 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
             };
             if ours {
                 cancelled.push(Operation(op));
+            } else if nested {
+                // As in `check_and_complete`.
+                held_back.push(op);
             }
+        }
+        if !held_back.is_empty() {
+            self.home.drop_or_defer(held_back);
         }
         self.home.free_own_retired();
         cancelled
@@ -526,7 +548,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
     ///
     /// * An operation leaves the counts at once when it completes, but its
     ///   slots and timer entry are freed in batches of 64 per thread stripe
-    ///   (two stripes per CPU): one lock hold per shard for the whole batch
+    ///   (two stripes per CPU): one lock hold per shard and 16 slots
     ///   instead of one per key and operation. At most 63 per stripe wait.
     ///   [`check_and_complete`](Self::check_and_complete) and
     ///   [`cancel_for_key`](Self::cancel_for_key) free what their own thread

@@ -68,10 +68,13 @@
 //!   (counted by `PurgatoryLock`, nested calls included: a callback or a
 //!   `try_complete` calling back into the purgatory runs under an outer
 //!   frame's lock): what would be dropped then goes to this thread's
-//!   stripe's *deferred* list, and the outermost call drops that list once
-//!   it has let go of the lock ([`RetireQueue::drop_deferred`]: at the end
-//!   of `force_complete`, an expiry, `try_complete_else_watch`,
-//!   `check_and_complete` and `cancel_for_key`; shutdown purges). A batch
+//!   stripe's *deferred* list, the purgatory is noted in a thread-local
+//!   list, and releasing the thread's outermost purgatory-held lock drops
+//!   the deferred lists of every purgatory noted (a callback of one
+//!   purgatory may call into another). Calls that end with no lock held
+//!   (`force_complete`, an expiry, `try_complete_else_watch`,
+//!   `check_and_complete`, `cancel_for_key`) also drop their own
+//!   ([`RetireQueue::drop_deferred`]); shutdown purges. A batch
 //!   freed by [`RetireQueue::push`] (the releasing thread holds the lock of
 //!   the operation it releases) defers what does not fit the same way. So
 //!   the deferred lists hold only what calls in progress released, plus
@@ -319,9 +322,15 @@ impl<Op: DelayedOperation> RetireQueue<Op> {
         }
     }
 
+    /// Whether this thread's stripe holds deferred drops.
+    pub(crate) fn has_deferred(&self) -> bool {
+        self.deferred_len.load(Ordering::Relaxed) > 0
+            && !self.own_stripe().lock().deferred.is_empty()
+    }
+
     /// Drops `ops`, or defers them to this thread's stripe if a purgatory
     /// call on this thread holds an operation lock.
-    fn drop_or_defer(&self, name: &str, ops: impl IntoIterator<Item = Arc<Shared<Op>>>) {
+    pub(crate) fn drop_or_defer(&self, name: &str, ops: impl IntoIterator<Item = Arc<Shared<Op>>>) {
         if purgatory_holds_a_lock() {
             self.defer(self.own_stripe(), ops);
         } else {

@@ -590,10 +590,9 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> WatchIndex<K, Op, S> {
 
 /// How many slots [`ErasedIndex::unwatch_batch`] frees per hold of a shard
 /// lock. The watching threads take the same few hot shards' locks for every
-/// operation they watch, and a waiter spins only about a microsecond before
-/// yielding the CPU (a system call) and then sleeping; in W2 at saturation,
-/// holds of a whole batch's 64 slots of a key made the watching thread yield
-/// 187,000 times per million operations.
+/// operation they watch, and wait for them by spinning a few microseconds
+/// ([`lock_spinning`]) before blocking; shorter holds keep the wait within
+/// the spin.
 const UNWATCH_CHUNK: usize = 16;
 
 #[cfg(test)]

@@ -719,6 +719,55 @@ fn a_try_complete_that_forces_itself_counts_and_nothing_drops_under_the_lock() {
     assert_eq!(f.counts(), (128 + QUEUED + 64, 0));
 }
 
+/// Runs a closure when it completes.
+struct Then(Box<dyn Fn() + Send + Sync>);
+
+impl DelayedOperation for Then {
+    fn timeout(&self) -> Duration {
+        Duration::from_secs(30)
+    }
+    fn try_complete(&self) -> bool {
+        false
+    }
+    fn on_complete(&self) {
+        (self.0)()
+    }
+}
+
+/// A callback in one purgatory that checks a key of another: what the inner
+/// check defers (it runs under the outer operation's lock) is dropped when
+/// the outer call lets go of that lock, with no later call to the inner
+/// purgatory, and never under the lock.
+#[test]
+fn drops_deferred_into_another_purgatory_are_dropped_when_the_outer_call_ends() {
+    const QUEUED: usize = 512; // the purgatory's unlinked queue
+    let inner = Arc::new(GroupedFixture::new());
+    // Watched first: a watch drops two queued operations.
+    drop(inner.watched(128, "k"));
+    force_elsewhere(inner.watched(QUEUED + 64, "filler"));
+    assert_eq!(inner.counts(), (64, 0), "the queue is full");
+    inner.ready.store(true, Ordering::SeqCst);
+    let outer: Purgatory<Key, Then> = Purgatory::builder("outer")
+        .clock(ManualClock::new())
+        .reaper(false)
+        .build()
+        .unwrap();
+    let checker = inner.clone();
+    // The outer operation shares the inner operations' lock, so that their
+    // `Drop` sees whether it ran under the outer call's lock.
+    let o = Operation::with_lock(
+        Then(Box::new(move || {
+            assert_eq!(checker.p.check_and_complete(&key("k")), 128);
+        })),
+        inner.group.clone(),
+    );
+    outer
+        .try_complete_else_watch(o.clone(), [key("a")])
+        .unwrap();
+    assert!(o.force_complete());
+    assert_eq!(inner.counts(), (64 + 128, 0));
+}
+
 /// `watched_on` and `watched_keys` free retired slots for exact counts but
 /// run no `Drop` code, even when the unlinked queue is full; `purge` does.
 #[test]

@@ -6,7 +6,8 @@
 //!
 //! The timer holds several wheels ("shards"), each behind its own
 //! `parking_lot` mutex on its own cache line. Each adding thread sticks to
-//! one shard (threads are assigned round-robin on their first add), so
+//! one shard (by [`thread_index`], assigned round-robin on a thread's first
+//! use), so
 //! threads that add concurrently do not contend with each other; a handle
 //! names its shard, so `cancel` goes straight to it. `add` and `cancel` hold
 //! their shard's lock for an O(1) insert or unlink (the clock is read before).
