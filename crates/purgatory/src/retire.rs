@@ -136,7 +136,6 @@ struct StripeState<Op: DelayedOperation> {
 type Stripe<Op> = CachePadded<Mutex<StripeState<Op>>>;
 
 /// Where a freed batch's operations go when the unlinked queue is full.
-#[derive(Clone, Copy)]
 enum Overflow<'a, Op: DelayedOperation> {
     /// Dropped now (or, if this thread's purgatory call holds an operation
     /// lock, deferred to its own stripe).
