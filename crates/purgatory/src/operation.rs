@@ -193,6 +193,11 @@ thread_local! {
     /// deferred drops while it held an operation lock: the release of its
     /// outermost lock drops them.
     static DEFERRED_IN: RefCell<Vec<Arc<dyn DeferredDrops>>> = const { RefCell::new(Vec::new()) };
+    /// Whether `DEFERRED_IN` may be non-empty. Read on every release of an
+    /// outermost lock: unlike `DEFERRED_IN` (which has a destructor, so
+    /// each access checks its registration) it is a plain thread-local
+    /// load.
+    static DEFERRED_NOTED: Cell<bool> = const { Cell::new(false) };
 }
 
 /// A purgatory holding drops that this thread deferred (see [`crate::retire`]).
@@ -214,6 +219,7 @@ pub(crate) fn note_deferred(home: Arc<dyn DeferredDrops>) {
             homes.push(home);
         }
     });
+    DEFERRED_NOTED.with(|noted| noted.set(true));
 }
 
 /// An operation lock held by the purgatory. While this thread holds any,
@@ -228,19 +234,32 @@ pub(crate) struct PurgatoryLock<'a> {
 }
 
 impl Drop for PurgatoryLock<'_> {
+    // Inlined, with the rare work out of line: this runs once per operation
+    // a check visits, and on the usual path (nothing deferred) is an unlock
+    // and two plain thread-local accesses.
+    #[inline]
     fn drop(&mut self) {
         drop(self.guard.take());
         let outermost = PURGATORY_LOCKS.with(|n| {
             n.set(n.get() - 1);
             n.get() == 0
         });
-        if outermost {
-            // Taken out first: the drops may call back into a purgatory.
-            let homes = DEFERRED_IN.with(|homes| std::mem::take(&mut *homes.borrow_mut()));
-            for home in homes {
-                home.drop_deferred();
-            }
+        if outermost && DEFERRED_NOTED.with(|noted| noted.replace(false)) {
+            drop_noted_deferrals();
         }
+    }
+}
+
+/// Drops what this thread deferred while it held operation locks, in every
+/// purgatory noted. One purgatory at a time, with the list not borrowed
+/// while it drops: a `Drop` may call back into a purgatory and note more
+/// (setting the flag again; the loop takes those too). Popping keeps the
+/// list's allocation.
+#[cold]
+#[inline(never)]
+fn drop_noted_deferrals() {
+    while let Some(home) = DEFERRED_IN.with(|homes| homes.borrow_mut().pop()) {
+        home.drop_deferred();
     }
 }
 
@@ -293,6 +312,7 @@ impl<Op: DelayedOperation> Shared<Op> {
 
     /// Locks the operation on the purgatory's behalf: while the returned
     /// guard lives, this thread drops no operation (see [`PurgatoryLock`]).
+    #[inline]
     pub(crate) fn lock_for_purgatory(&self) -> PurgatoryLock<'_> {
         let guard = self.lock();
         PURGATORY_LOCKS.with(|n| n.set(n.get() + 1));
