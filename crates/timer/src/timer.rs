@@ -7,8 +7,9 @@
 //! The timer holds several wheels ("shards"), each behind its own
 //! `parking_lot` mutex on its own cache line. Each adding thread sticks to
 //! one shard (by [`thread_index`], assigned round-robin on a thread's first
-//! use), so
-//! threads that add concurrently do not contend with each other; a handle
+//! use), so threads that add concurrently do not contend with each other;
+//! when another thread holds its shard (cancelling or advancing), it adds to
+//! the first other shard that is free, and waits only if none is. A handle
 //! names its shard, so `cancel` goes straight to it. `add` and `cancel` hold
 //! their shard's lock for an O(1) insert or unlink (the clock is read before).
 //!
@@ -344,9 +345,8 @@ impl<T: TimerTask> Timer<T> {
             return self.run_now(task);
         }
         let deadline_ms = now.saturating_add(delay).div_ceil(NANOS_PER_MS);
-        let index = thread_index() % self.shards.len();
+        let (index, mut state) = self.lock_for_add();
         let shard = &self.shards[index];
-        let mut state = shard.state.lock();
         if self.shut_down.load(Ordering::Acquire) {
             return Err(ShutdownError(task));
         }
@@ -373,6 +373,27 @@ impl<T: TimerTask> Timer<T> {
                 self.run_now(task)
             }
         }
+    }
+
+    /// Locks a shard for an add: the calling thread's own, or, if another
+    /// thread holds that one, the first other shard that is free at once.
+    /// A task may live in any shard (its handle names the shard), so an
+    /// adder need not wait behind a batch of cancels or an advance while
+    /// another wheel is idle. Blocks on its own shard only when every shard
+    /// is busy.
+    fn lock_for_add(&self) -> (usize, MutexGuard<'_, ShardState<T>>) {
+        let n = self.shards.len();
+        let own = thread_index() % n;
+        if let Some(state) = self.shards[own].state.try_lock() {
+            return (own, state);
+        }
+        for step in 1..n {
+            let index = (own + step) % n;
+            if let Some(state) = self.shards[index].state.try_lock() {
+                return (index, state);
+            }
+        }
+        (own, self.shards[own].state.lock())
     }
 
     fn run_now(&self, task: T) -> Result<TimerHandle, ShutdownError<T>> {
@@ -647,5 +668,83 @@ impl<T: TimerTask> fmt::Debug for Timer<T> {
             .field("size", &self.size())
             .field("shut_down", &self.is_shutdown())
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+    use std::sync::mpsc;
+
+    fn two_shards() -> (ManualClock, Timer) {
+        let clock = ManualClock::new();
+        let timer = TimerBuilder::new()
+            .clock(clock.clone())
+            .shards(2)
+            .build()
+            .expect("valid configuration");
+        (clock, timer)
+    }
+
+    #[test]
+    fn an_add_goes_to_a_free_shard_while_its_own_is_held() {
+        let (clock, timer) = two_shards();
+        let own = thread_index() % 2;
+        let (fired, rx) = mpsc::channel();
+        let held = timer.shards[own].state.lock();
+        let fired2 = fired.clone();
+        let a = timer
+            .add(
+                Duration::from_millis(5),
+                Box::new(move || fired.send("a").unwrap()),
+            )
+            .unwrap();
+        assert_eq!(a.shard(), 1 - own);
+        drop(held);
+        let b = timer
+            .add(
+                Duration::from_millis(5),
+                Box::new(move || fired2.send("b").unwrap()),
+            )
+            .unwrap();
+        assert_eq!(b.shard(), own);
+        assert_eq!(timer.size(), 2);
+
+        // The task in the other shard fires and the one in its own cancels
+        // as usual.
+        assert!(timer.cancel(&b));
+        clock.advance_ms(5);
+        assert!(timer.advance_clock(Duration::ZERO));
+        timer.wait_for_executor();
+        assert_eq!(rx.try_recv(), Ok("a"));
+        assert!(rx.try_recv().is_err(), "the cancelled task ran");
+        assert_eq!(timer.size(), 0);
+        timer.shutdown();
+    }
+
+    #[test]
+    fn an_add_waits_for_its_own_shard_while_every_shard_is_held() {
+        let (_clock, timer) = two_shards();
+        let timer = Arc::new(timer);
+        let held = [timer.shards[0].state.lock(), timer.shards[1].state.lock()];
+        let (done, rx) = mpsc::channel();
+        let adder = std::thread::spawn({
+            let timer = timer.clone();
+            move || {
+                let own = thread_index() % 2;
+                let handle = timer.add(Duration::from_secs(1), Box::new(|| {})).unwrap();
+                done.send(()).unwrap();
+                (own, handle)
+            }
+        });
+        // Proves only that the add has not returned yet; it cannot return
+        // before the locks are released.
+        assert!(rx.recv_timeout(Duration::from_millis(50)).is_err());
+        drop(held);
+        let (own, handle) = adder.join().unwrap();
+        assert_eq!(handle.shard(), own);
+        assert!(timer.cancel(&handle));
+        timer.shutdown();
     }
 }
