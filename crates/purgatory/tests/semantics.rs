@@ -1287,3 +1287,30 @@ fn panicking_timeout_expires_at_once() {
     assert!(o.is_expired());
     assert_eq!(o.0.load(Ordering::SeqCst), 1);
 }
+
+/// An operation cancelled through one key leaves its other keys' lists
+/// before `cancel_for_key` returns (the calling thread frees its retired
+/// batch), so once it is watched again under other keys, a check or a
+/// cancel through its old keys does not see it.
+#[test]
+fn stale_entries_of_an_operation_watched_again_are_not_seen() {
+    let (p, _clock) = manual();
+    let o = op(10_000);
+    p.try_complete_else_watch(o.clone(), [key("a"), key("b")])
+        .unwrap();
+    assert_eq!(p.cancel_for_key(&key("a")).len(), 1);
+    // Watched again, under "c" only.
+    p.try_complete_else_watch(o.clone(), [key("c")]).unwrap();
+    o.set_completable();
+    assert_eq!(p.check_and_complete(&key("b")), 0, "not watched under b");
+    assert!(!o.is_completed());
+    assert!(
+        p.cancel_for_key(&key("b")).is_empty(),
+        "not watched under b"
+    );
+    assert!(o.is_watched());
+    assert_eq!(p.check_and_complete(&key("c")), 1);
+    assert_eq!(o.completions(), 1);
+    p.purge();
+    assert_eq!((p.watched(), p.delayed(), p.watched_keys()), (0, 0, 0));
+}
