@@ -8,8 +8,9 @@
 //! `parking_lot` mutex on its own cache line. Each adding thread sticks to
 //! one shard (by [`thread_index`], assigned round-robin on a thread's first
 //! use), so threads that add concurrently do not contend with each other;
-//! when another thread holds its shard (cancelling or advancing), it adds to
-//! the first other shard that is free, and waits only if none is. A handle
+//! when another thread holds its shard (cancelling, advancing, or adding
+//! from a thread with the same index), it adds to the first other shard
+//! that is free, and waits only if none is. A handle
 //! names its shard, so `cancel` goes straight to it. `add` and `cancel` hold
 //! their shard's lock for an O(1) insert or unlink (the clock is read before).
 //!
