@@ -13,7 +13,9 @@
 //!   keys, then one `check_and_complete` completes them all (time per
 //!   operation).
 //!
-//! Kept quick like the timer's (20 samples, 2 s each).
+//! Kept quick like the timer's (`common::config`: 20 samples, 2 s each).
+
+mod common;
 
 use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use purgatory::{DelayedOperation, ManualClock, Operation, Purgatory};
@@ -108,10 +110,7 @@ fn benches_on_one_thread(c: &mut Criterion) {
 
 criterion_group! {
     name = benches;
-    config = Criterion::default()
-        .sample_size(20)
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(2));
+    config = common::config();
     targets = benches_on_one_thread
 }
 criterion_main!(benches);

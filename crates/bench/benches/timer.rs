@@ -2,9 +2,11 @@
 //! advance (expire) on batches of 10,000 tasks with W1's delay distribution,
 //! and add + cancel on the thread-safe `Timer`.
 //!
-//! Kept quick on purpose (20 samples, 2 s each): `cargo bench -p
-//! purgatory-bench` finishes in well under a minute. Throughput is per task,
-//! so criterion reports time per element.
+//! Kept quick on purpose (`common::config`: 20 samples, 2 s each): `cargo
+//! bench -p purgatory-bench --bench timer` finishes in under a minute.
+//! Throughput is per task, so criterion reports time per element.
+
+mod common;
 
 use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use purgatory_bench::rng;
@@ -104,10 +106,7 @@ fn threaded_timer(c: &mut Criterion) {
 
 criterion_group! {
     name = benches;
-    config = Criterion::default()
-        .sample_size(20)
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(2));
+    config = common::config();
     targets = timing_wheel, threaded_timer
 }
 criterion_main!(benches);
