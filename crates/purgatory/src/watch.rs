@@ -511,9 +511,9 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> ErasedIndex<Op> for WatchI
         // Each shard is locked once for all its slots. Operations mostly
         // watch the same few keys, so a batch usually touches a few shards:
         // find them with a linear scan and copy the batch grouped by shard,
-        // one pass per shard. (Sorting a batch of 64 operations with 3 keys each by shard cost
-        // more instructions than all its removals.) A batch touching more
-        // shards is sorted by shard.
+        // one pass per shard. (Sorting a batch of 64 operations with 3 keys
+        // each by shard cost more instructions than all its removals.) A
+        // batch touching more shards is sorted by shard.
         let mut distinct = [0u32; FEW_SHARDS];
         let mut n = 0;
         let few = slots.iter().all(|(m, _)| {

@@ -10,9 +10,9 @@
 //! use), so threads that add concurrently do not contend with each other;
 //! when another thread holds its shard (cancelling, advancing, or adding
 //! from a thread with the same index), it adds to the first other shard
-//! that is free, and waits only if none is. A handle
-//! names its shard, so `cancel` goes straight to it. `add` and `cancel` hold
-//! their shard's lock for an O(1) insert or unlink (the clock is read before).
+//! that is free, and waits only if none is. A handle names its shard, so
+//! `cancel` goes straight to it. `add` and `cancel` hold their shard's lock
+//! for an O(1) insert or unlink (the clock is read before).
 //!
 //! The timer's own [`DelayQueue`] holds one wake-up per shard: the due time of
 //! the shard's earliest queued bucket, offered when an add makes it earlier.
