@@ -748,4 +748,82 @@ mod tests {
         assert!(timer.cancel(&handle));
         timer.shutdown();
     }
+    /// Adds forced into a shard that has been idle while the adder's own
+    /// shard followed the clock (every other shard held) fire exactly at
+    /// their deadlines: a shard's wheel time is its own, whichever thread
+    /// adds.
+    #[test]
+    fn adds_sent_to_an_idle_shard_fire_exactly_on_time() {
+        for (shards, tick) in [(2, 1), (2, 10), (64, 7)] {
+            for warm in [0, 36_000_000] {
+                adds_into_an_idle_shard(shards, tick, warm);
+            }
+        }
+    }
+
+    fn adds_into_an_idle_shard(shards: usize, tick: u64, warm: u64) {
+        let clock = ManualClock::new();
+        let timer: Timer = TimerBuilder::new()
+            .clock(clock.clone())
+            .tick(Duration::from_millis(tick))
+            .shards(shards)
+            .build()
+            .expect("valid configuration");
+        let own = thread_index() % shards;
+        let idle = (own + 1) % shards;
+        // Only the own shard's wheel follows the clock up to `warm`.
+        let mut t = 0;
+        while t < warm {
+            let step = (warm - t).min(7_919);
+            timer
+                .add(Duration::from_millis(step), Box::new(|| {}))
+                .unwrap();
+            t += step;
+            clock.set_ms(t);
+            timer.advance_clock(Duration::ZERO);
+        }
+        timer.wait_for_executor();
+
+        let fired = Arc::new(parking_lot::Mutex::new(Vec::new()));
+        let mut deadlines = Vec::new();
+        {
+            let held: Vec<_> = (0..shards)
+                .filter(|&i| i != idle)
+                .map(|i| timer.shards[i].state.lock())
+                .collect();
+            let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+            for i in 0..400u64 {
+                // xorshift64: delays from 1 ms to ~6 hours.
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let delay = 1 + x % [50, 2_000, 100_000, 20_000_000][i as usize % 4];
+                let deadline = (clock.now_ms() + delay).div_ceil(tick) * tick;
+                let (fired, clock2) = (fired.clone(), clock.clone());
+                let handle = timer
+                    .add(
+                        Duration::from_millis(delay),
+                        Box::new(move || fired.lock().push((deadline, clock2.now_ms()))),
+                    )
+                    .unwrap();
+                assert_eq!(handle.shard(), idle);
+                deadlines.push(deadline);
+            }
+            drop(held);
+        }
+        let mut steps: Vec<u64> = deadlines.iter().flat_map(|&d| [d - 1, d]).collect();
+        steps.sort_unstable();
+        steps.dedup();
+        for at in steps {
+            clock.set_ms(at);
+            timer.advance_clock(Duration::ZERO);
+            timer.wait_for_executor();
+            let fired = fired.lock();
+            assert!(fired.iter().all(|&(d, ran)| ran >= d), "a task ran early");
+            let due = deadlines.iter().filter(|&&d| d <= at).count();
+            assert_eq!(fired.len(), due, "{shards} shards, tick {tick}: at {at} ms");
+        }
+        assert_eq!(timer.size(), 0);
+        timer.shutdown();
+    }
 }
