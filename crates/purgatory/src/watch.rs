@@ -147,6 +147,11 @@ impl<Op: DelayedOperation> Slab<Op> {
                 Slot::Vacant { next_free } => self.free = next_free,
                 Slot::Occupied(_) => unreachable!("the free list points at an occupied slot"),
             }
+            // The slot the next insert reuses, often freed just now by the
+            // thread completing operations: start bringing its line over.
+            if let Some(next) = self.slots.get(self.free as usize) {
+                timer::prefetch(next);
+            }
             slot
         } else {
             let slot = u32::try_from(self.slots.len())

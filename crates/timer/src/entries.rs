@@ -144,8 +144,13 @@ impl<T> Entries<T> {
         self.len += 1;
         if self.free_head != NIL {
             let index = self.free_head;
+            self.free_head = self.slots[index as usize].next;
+            // The slot the next insert reuses, often freed just now by
+            // another thread: start bringing its line over (see `prefetch`).
+            if let Some(next) = self.slots.get(self.free_head as usize) {
+                crate::prefetch::prefetch(next);
+            }
             let slot = &mut self.slots[index as usize];
-            self.free_head = slot.next;
             slot.prev = NIL;
             slot.next = NIL;
             slot.bucket = UNLINKED;
