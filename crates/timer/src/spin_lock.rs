@@ -15,7 +15,8 @@
 //! paths, and [`Timer::cancel_all`](crate::Timer::cancel_all). Not for an
 //! adder's wait on a timer shard: there the holder may be the reaper, and
 //! W3's expiration lateness got worse (p99 2.0–3.6 ms against 1.7–1.9) when
-//! adders spun instead of yielding the CPU to it.
+//! adders spun instead of yielding the CPU to it. (An adder whose shard is
+//! held now adds to another, free shard, and waits only if all are held.)
 //!
 //! Invariant: a waiter spins for a bounded time (about [`SPIN_ROUNDS`] ×
 //! [`PAUSES_PER_ROUND`] CPU pauses) and then takes the lock the usual way,
