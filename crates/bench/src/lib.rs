@@ -12,6 +12,8 @@
 //!   (`purgatory`) or through `check_and_complete` (`purgatory_check`).
 //! - [`w3`]: W3, concurrent adds on the real clock with a reaper running:
 //!   `timer::Timer` + `timer::Reaper` against [`peers::mutex_binary_heap`].
+//! - [`calendar`]: the delay queue of whole-millisecond due times that W2's
+//!   completion thread takes its requests from.
 //! - [`rng`]: the seeded SplitMix64 every workload draws its delays from.
 //! - [`rss`]: Linux `/proc` memory readings (degrading to `None` elsewhere).
 //! - [`stats`]: percentiles and medians.
@@ -25,6 +27,7 @@
 //! [`report::Record`], and a list of target checks.
 #![warn(missing_docs, missing_debug_implementations)]
 
+pub mod calendar;
 pub mod child;
 pub mod peers;
 pub mod report;

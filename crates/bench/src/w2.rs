@@ -33,8 +33,9 @@
 //! - **Completion.** A request whose latency is below the timeout goes, once
 //!   watched, to a delay queue ([`DelayQueue`]: the generator hands requests
 //!   over once per millisecond to an inbox behind a mutex and condvar; the
-//!   completion thread takes the inbox whole and orders it in a heap of its
-//!   own) that the completion thread drains in due order, waiting while
+//!   completion thread takes the inbox whole and files it in a calendar
+//!   queue of its own, [`Calendar`]) that the completion thread drains in
+//!   due order, waiting while
 //!   nothing is due. The others expire in the purgatory
 //!   ([`Purgatory::new`]: real clock, tick 1 ms, wheel 20, reaper running).
 //! - **Wake-ups.** A timed sleep is what costs most CPU at low rates (on
@@ -90,14 +91,13 @@
 //! the completion queue after it is watched (ours rejects watching a
 //! completed operation, where Kafka's would watch it anyway).
 
+use crate::calendar::Calendar;
 use crate::report::Record;
 use crate::rng::SplitMix64;
 use crate::{rss, TargetCheck};
 use parking_lot::{Condvar, Mutex};
 use purgatory::{DelayedOperation, Operation, Purgatory};
-use std::cmp::Ordering as CmpOrdering;
 use std::collections::hash_map::{DefaultHasher, RandomState};
-use std::collections::BinaryHeap;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread;
@@ -618,28 +618,10 @@ impl DelayedOperation for W2Op {
     }
 }
 
-/// One request in the completion queue, ordered by due time (earliest
-/// first in a max-heap).
+/// One request in the completion queue.
 struct Due {
     due_ms: u64,
     op: Operation<W2Op>,
-}
-
-impl PartialEq for Due {
-    fn eq(&self, other: &Self) -> bool {
-        self.due_ms == other.due_ms
-    }
-}
-impl Eq for Due {}
-impl PartialOrd for Due {
-    fn partial_cmp(&self, other: &Self) -> Option<CmpOrdering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Due {
-    fn cmp(&self, other: &Self) -> CmpOrdering {
-        other.due_ms.cmp(&self.due_ms)
-    }
 }
 
 struct QueueState {
@@ -652,10 +634,9 @@ struct QueueState {
 }
 
 /// The completion thread's side of the queue: the requests it has taken
-/// from the inbox, in due order, and a spare vector to swap with the inbox.
-#[derive(Default)]
+/// from the inbox, by due time, and a spare vector to swap with the inbox.
 struct Taken {
-    heap: BinaryHeap<Due>,
+    calendar: Calendar<Due>,
     spare: Vec<Due>,
 }
 
@@ -664,11 +645,11 @@ struct Taken {
 ///
 /// The generator appends to an unordered inbox (the shared lock is held for
 /// a vector swap or append); the completion thread takes the whole inbox
-/// (a swap) and orders it in its own heap, outside the shared lock. With the
-/// heap behind the shared lock, the generator waited for the completion
-/// thread's pops (a few hundred per millisecond, each a cache-missing
-/// sift-down of a heap of tens of thousands) and the harness, not the
-/// purgatory, set the achieved rate.
+/// (a swap) and files it by due millisecond in its own [`Calendar`],
+/// outside the shared lock. With the queue behind the shared lock (a binary
+/// heap then), the generator waited for the completion thread's pops (a few
+/// hundred per millisecond, each a cache-missing sift-down of a heap of tens
+/// of thousands) and the harness, not the purgatory, set the achieved rate.
 ///
 /// Timed sleeps are expensive (on the project's VM a timed sleep costs
 /// about 28 µs of CPU, an untimed wait woken by another thread about 4 µs),
@@ -687,9 +668,9 @@ pub struct DelayQueue {
     /// Earliest due time in the inbox ([`u64::MAX`] when empty), updated
     /// under the state lock.
     inbox_head_ms: Padded<AtomicU64>,
-    /// Earliest due time in the completion thread's heap ([`u64::MAX`] when
-    /// empty), written by that thread; never later than the truth.
-    heap_head_ms: Padded<AtomicU64>,
+    /// Earliest due time in the completion thread's calendar ([`u64::MAX`]
+    /// when empty), written by that thread; never later than the truth.
+    taken_head_ms: Padded<AtomicU64>,
     /// `QueueState::parked`, mirrored under the lock.
     parked: Padded<AtomicBool>,
 }
@@ -697,7 +678,7 @@ pub struct DelayQueue {
 impl std::fmt::Debug for DelayQueue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let s = self.state.lock();
-        let taken = self.taken.try_lock().map(|t| t.heap.len());
+        let taken = self.taken.try_lock().map(|t| t.calendar.len());
         f.debug_struct("DelayQueue")
             .field("inbox", &s.inbox.len())
             .field("taken", &taken)
@@ -707,15 +688,11 @@ impl std::fmt::Debug for DelayQueue {
     }
 }
 
-impl Default for DelayQueue {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 impl DelayQueue {
-    /// An empty, open queue.
-    pub fn new() -> Self {
+    /// An empty, open queue for requests due at most about `span_ms` after
+    /// the completion thread's clock (any span is correct; the right one
+    /// keeps them in the calendar's ring, see [`Calendar::new`]).
+    pub fn new(span_ms: u64) -> Self {
         DelayQueue {
             state: Mutex::new(QueueState {
                 inbox: Vec::new(),
@@ -723,9 +700,12 @@ impl DelayQueue {
                 closed: false,
             }),
             cv: Condvar::new(),
-            taken: Mutex::new(Taken::default()),
+            taken: Mutex::new(Taken {
+                calendar: Calendar::new(span_ms),
+                spare: Vec::new(),
+            }),
             inbox_head_ms: Padded(AtomicU64::new(u64::MAX)),
-            heap_head_ms: Padded(AtomicU64::new(u64::MAX)),
+            taken_head_ms: Padded(AtomicU64::new(u64::MAX)),
             parked: Padded(AtomicBool::new(false)),
         }
     }
@@ -749,7 +729,7 @@ impl DelayQueue {
     /// never later than the truth.
     pub fn head_ms(&self) -> u64 {
         let inbox = self.inbox_head_ms.0.load(Ordering::Acquire);
-        inbox.min(self.heap_head_ms.0.load(Ordering::Acquire))
+        inbox.min(self.taken_head_ms.0.load(Ordering::Acquire))
     }
 
     /// Wakes the completion thread if it is parked and the head is due by
@@ -785,14 +765,14 @@ impl DelayQueue {
     /// in `parks`. Called by the completion thread only.
     fn pop_due(&self, ctx: &Ctx, out: &mut Vec<Due>, parks: &mut u64) -> Option<u64> {
         let mut taken = self.taken.lock();
-        let Taken { heap, spare } = &mut *taken;
+        let Taken { calendar, spare } = &mut *taken;
         loop {
             {
                 let mut s = self.state.lock();
                 if s.inbox.is_empty() {
                     let now = ctx.read_clock_ms();
-                    if heap.peek().is_none_or(|d| d.due_ms > now) {
-                        if heap.is_empty() && s.closed {
+                    if calendar.head_ms().is_none_or(|head| head > now) {
+                        if calendar.is_empty() && s.closed {
                             return None;
                         }
                         // Nothing due: wait for the clock thread (or a close).
@@ -805,25 +785,24 @@ impl DelayQueue {
                         continue;
                     }
                 } else {
-                    // Take the inbox. Its head moves to the heap's before
+                    // Take the inbox. Its head moves to the calendar's before
                     // the lock is released, so `head_ms` never overshoots.
                     // (Pushers, which hold the lock to write it, are shut
                     // out, so a load then a store is enough.)
                     let inbox_head = self.inbox_head_ms.0.load(Ordering::Acquire);
-                    self.heap_head_ms.0.fetch_min(inbox_head, Ordering::AcqRel);
+                    self.taken_head_ms.0.fetch_min(inbox_head, Ordering::AcqRel);
                     self.inbox_head_ms.0.store(u64::MAX, Ordering::Release);
                     std::mem::swap(&mut s.inbox, spare);
                 }
             }
-            heap.extend(spare.drain(..));
-            let now = ctx.read_clock_ms();
-            while heap.peek().is_some_and(|d| d.due_ms <= now) {
-                out.extend(heap.pop());
+            for due in spare.drain(..) {
+                calendar.push(due.due_ms, due);
             }
-            self.heap_head_ms.0.store(
-                heap.peek().map_or(u64::MAX, |d| d.due_ms),
-                Ordering::Release,
-            );
+            let now = ctx.read_clock_ms();
+            calendar.pop_due(now, out);
+            self.taken_head_ms
+                .0
+                .store(calendar.head_ms().unwrap_or(u64::MAX), Ordering::Release);
             if !out.is_empty() {
                 return Some(now);
             }
@@ -1126,7 +1105,9 @@ fn drive(impl_name: &'static str, params: &W2Params, check: bool) -> W2Result {
         .hasher(params.hasher.build())
         .build()
         .unwrap_or_else(|e| panic!("cannot start the purgatory: {e}"));
-    let queue = DelayQueue::new();
+    // Requests are due within the timeout of their creation; twice that
+    // leaves room for a completion thread running behind.
+    let queue = DelayQueue::new(2 * timeout_ms);
     let ctx: &'static Ctx = Box::leak(Box::new(Ctx::new(Duration::from_millis(timeout_ms))));
     // Requests handed to the queue once per millisecond (or per this many).
     let mut handover: Vec<Due> = Vec::with_capacity(HANDOVER_MAX);
@@ -1503,7 +1484,7 @@ mod tests {
     #[test]
     fn delay_queue_hands_out_in_due_order_when_the_clock_wakes_it() {
         let ctx: &'static Ctx = Box::leak(Box::new(Ctx::new(Duration::from_secs(1))));
-        let q = DelayQueue::new();
+        let q = DelayQueue::new(1_000);
         let now = ctx.read_clock_ms();
         let mut batch: Vec<Due> = [now + 3, now, now + 1]
             .into_iter()
