@@ -14,6 +14,8 @@
 //!   `timer::Timer` + `timer::Reaper` against [`peers::mutex_binary_heap`].
 //! - [`calendar`]: the delay queue of whole-millisecond due times that W2's
 //!   completion thread takes its requests from.
+//! - [`wakeups`]: the CPU one wake-up costs, by primitive: the floor under
+//!   W2's CPU per request at paced rates.
 //! - [`rng`]: the seeded SplitMix64 every workload draws its delays from.
 //! - [`rss`]: Linux `/proc` memory readings (degrading to `None` elsewhere).
 //! - [`stats`]: percentiles and medians.
@@ -37,6 +39,7 @@ pub mod stats;
 pub mod w1;
 pub mod w2;
 pub mod w3;
+pub mod wakeups;
 
 /// The global allocator the runner was built with: `"mimalloc"` with the
 /// `mimalloc` feature, else `"system"` (glibc's malloc on Linux).

@@ -8,6 +8,7 @@
 //!                    [--hasher std|fx]
 //!                    [--rounds R] [--json]
 //! purgatory-bench w3 [--n N] [--producers P] [--seed S] [--rounds R] [--json]
+//! purgatory-bench wakeups [--per-batch N] [--rate R] [--json]
 //! ```
 //!
 //! By default every implementation runs in its own child process (this same
@@ -22,7 +23,7 @@
 
 use clap::{Args, Parser, Subcommand};
 use purgatory_bench::report::{self, Record};
-use purgatory_bench::{child, w1, w2, w3, TargetCheck};
+use purgatory_bench::{child, w1, w2, w3, wakeups, TargetCheck};
 use std::process::ExitCode;
 
 #[cfg(feature = "mimalloc")]
@@ -49,6 +50,9 @@ enum Workload {
     W2(W2Args),
     /// W3: concurrent adds on the real clock with a reaper running.
     W3(W3Args),
+    /// The CPU one wake-up costs on this machine, by primitive, and the
+    /// floor that puts under W2's CPU per request at a paced rate.
+    Wakeups(WakeupsArgs),
 }
 
 /// Options every workload has.
@@ -140,6 +144,20 @@ struct W3Args {
     max_delay_ms: u64,
 }
 
+#[derive(Debug, Clone, Args)]
+struct WakeupsArgs {
+    /// Print one JSON object per line instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Wake-ups per batch (5 batches per primitive; the median is kept).
+    #[arg(long, default_value_t = 100)]
+    per_batch: u32,
+    /// The rate, requests per second, to give the floor for (requests
+    /// issued at whole milliseconds, as in W2).
+    #[arg(long, default_value_t = 10_000.0)]
+    rate: f64,
+}
+
 /// Runs one implementation (by name) in this process.
 type RunHere<'a> = Box<dyn Fn(&str) -> Result<Record, String> + 'a>;
 /// The command-line arguments of a child process that runs one implementation.
@@ -209,6 +227,7 @@ fn main() -> ExitCode {
             )
         }
         Workload::W2(a) => run_w2(a),
+        Workload::Wakeups(a) => run_wakeups(a),
         Workload::W3(a) => {
             let params = w3::W3Params {
                 n: a.n,
@@ -267,6 +286,55 @@ fn strings(args: &[&str]) -> Vec<String> {
 
 /// Runs a workload: one implementation here (child mode), or every selected
 /// implementation for several interleaved rounds, then prints the medians.
+/// Measures and prints the wake-up costs (`wakeups`).
+fn run_wakeups(a: &WakeupsArgs) -> Result<(), String> {
+    if !(a.rate.is_finite() && a.rate > 0.0) {
+        return Err(format!("--rate must be a positive number, not {}", a.rate));
+    }
+    if a.per_batch == 0 {
+        return Err("--per-batch must be at least 1".into());
+    }
+    let figures = wakeups::run(a.per_batch);
+    let floor = wakeups::floor_us_per_request(&figures, a.rate);
+    let us = |x: Option<f64>| x.map_or_else(|| "-".to_string(), |x| format!("{x:.1}"));
+    if a.json {
+        for f in &figures {
+            println!("{}", f.to_record().to_json());
+        }
+        let mut r = report::Record::new()
+            .with("workload", "wakeups_floor")
+            .with("rate", a.rate);
+        if let Some(floor) = floor {
+            r = r.with("floor_us_per_request", (floor * 1000.0).round() / 1000.0);
+        }
+        println!("{}", r.to_json());
+    } else {
+        println!(
+            "CPU charged per wake-up ({} per batch, median of 5 batches)",
+            a.per_batch
+        );
+        println!(
+            "{:<24} {:>6} {:>10} {:>10}",
+            "primitive", "timed", "cpu µs", "wall µs"
+        );
+        for f in &figures {
+            println!(
+                "{:<24} {:>6} {:>10} {:>10}",
+                f.primitive,
+                if f.timed { "yes" } else { "no" },
+                us(f.cpu_us),
+                us(f.wall_us)
+            );
+        }
+        println!(
+            "floor at {} requests/s issued at whole milliseconds (cheapest timed wake-up + one park per ms): {} µs/request",
+            a.rate,
+            us(floor)
+        );
+    }
+    Ok(())
+}
+
 fn run_workload(common: &Common, w: WorkloadSpec<'_>) -> Result<(), String> {
     if let Some(name) = &common.child_impl {
         let record = (w.run_here)(name)?;

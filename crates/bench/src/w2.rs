@@ -1262,14 +1262,15 @@ impl WakeupCost {
             }
             cpu_since(c0, thread_cpu()).map(|d| d / Self::PER_BATCH)
         }));
-        let park = Self::median((0..Self::BATCHES).map(|_| Self::park_batch()));
+        let park = Self::median((0..Self::BATCHES).map(|_| Self::park_batch(Self::PER_BATCH)));
         WakeupCost { timed_sleep, park }
     }
 
-    /// One batch of parks: a waiter parked without a timeout, woken once per
-    /// millisecond (so that it really is asleep each time); the notifier's
-    /// side is timed around the notify alone. Returns the cost of one.
-    fn park_batch() -> Option<Duration> {
+    /// One batch of `per_batch` parks: a waiter parked without a timeout,
+    /// woken once per millisecond (so that it really is asleep each time);
+    /// the notifier's side is timed around the notify alone. Returns the
+    /// cost of one, both sides.
+    pub(crate) fn park_batch(per_batch: u32) -> Option<Duration> {
         // (signals sent, signals seen): a counter, not a flag, so that two
         // signals sent while the waiter is descheduled still add up and it
         // cannot wait for one that already came.
@@ -1280,7 +1281,7 @@ impl WakeupCost {
                 let c0 = thread_cpu();
                 let (lock, cv) = &state;
                 let mut g = lock.lock();
-                while g.1 < Self::PER_BATCH {
+                while g.1 < per_batch {
                     if g.0 > g.1 {
                         g.1 = g.0;
                     } else {
@@ -1290,7 +1291,7 @@ impl WakeupCost {
                 drop(g);
                 cpu_since(c0, thread_cpu())
             });
-            for _ in 0..Self::PER_BATCH {
+            for _ in 0..per_batch {
                 thread::sleep(Duration::from_millis(1));
                 let c0 = thread_cpu();
                 state.0.lock().0 += 1;
@@ -1301,9 +1302,7 @@ impl WakeupCost {
             }
             waiter.join().expect("calibration waiter panicked")
         });
-        waiter_cpu
-            .zip(notify_cpu)
-            .map(|(w, n)| (w + n) / Self::PER_BATCH)
+        waiter_cpu.zip(notify_cpu).map(|(w, n)| (w + n) / per_batch)
     }
 
     /// The median of the batches, if every one was measured.
