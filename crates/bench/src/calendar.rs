@@ -25,6 +25,9 @@
 use std::cmp::Ordering as CmpOrdering;
 use std::collections::BinaryHeap;
 
+/// Most buckets a ring has.
+const MAX_RING: u64 = 1 << 16;
+
 /// Buckets whose vectors grew past this many items are given their memory
 /// back once emptied, so that a burst does not keep `R` large vectors.
 const KEEP_CAPACITY: usize = 256;
@@ -85,11 +88,12 @@ impl<T> std::fmt::Debug for Calendar<T> {
 
 impl<T> Calendar<T> {
     /// An empty calendar whose ring covers at least `span_ms` milliseconds
-    /// (rounded up to a power of two, at least 64). Items due further ahead
-    /// than that wait in a heap, so any span is correct; the ring should
-    /// cover how far ahead most items are due.
+    /// (rounded up to a power of two, at least 64 and at most 65,536: 1.5
+    /// MB of empty buckets). Items due further ahead than the ring reaches
+    /// wait in a heap, so any span is correct; the ring should cover how
+    /// far ahead most items are due.
     pub fn new(span_ms: u64) -> Self {
-        let len = span_ms.clamp(64, 1 << 24).next_power_of_two() as usize;
+        let len = span_ms.clamp(64, MAX_RING).next_power_of_two() as usize;
         Calendar {
             buckets: (0..len).map(|_| Vec::new()).collect(),
             occupied: vec![0u64; len / 64].into_boxed_slice(),
@@ -279,6 +283,19 @@ mod tests {
         assert_eq!(c.head_ms(), Some(500));
         assert_eq!(drain(&mut c, 999), vec![5]);
         assert_eq!(drain(&mut c, 1_000), vec![1, 3]);
+        assert!(c.is_empty());
+    }
+
+    #[test]
+    fn a_huge_span_is_capped_and_still_correct() {
+        let mut c = Calendar::new(u64::MAX);
+        assert_eq!(c.buckets.len() as u64, MAX_RING);
+        c.push(u64::MAX - 1, 1);
+        c.push(MAX_RING * 3, 2);
+        c.push(7, 3);
+        assert_eq!(drain(&mut c, MAX_RING * 3), vec![3, 2]);
+        assert_eq!(c.head_ms(), Some(u64::MAX - 1));
+        assert_eq!(drain(&mut c, u64::MAX), vec![1]);
         assert!(c.is_empty());
     }
 

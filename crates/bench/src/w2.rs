@@ -39,8 +39,9 @@
 //!   nothing is due. The others expire in the purgatory
 //!   ([`Purgatory::new`]: real clock, tick 1 ms, wheel 20, reaper running).
 //! - **Wake-ups.** A timed sleep is what costs most CPU at low rates (on
-//!   the project's 2-core VM about 28 µs of CPU each, against about 4 µs for
-//!   an untimed wait woken by another thread), so the run has one timed
+//!   the project's 2-core VM 32–43 µs of CPU each, against 12–13 µs for an
+//!   untimed wait woken by another thread, both threads together; see
+//!   [`crate::wakeups`]), so the run has one timed
 //!   sleeper, the *clock thread*: the generator, then the main thread until
 //!   the queue is empty. It sleeps until the next arrival or the queue's
 //!   head, whichever is first, and wakes the completion thread (parked
@@ -651,8 +652,9 @@ struct Taken {
 /// hundred per millisecond, each a cache-missing sift-down of a heap of tens
 /// of thousands) and the harness, not the purgatory, set the achieved rate.
 ///
-/// Timed sleeps are expensive (on the project's VM a timed sleep costs
-/// about 28 µs of CPU, an untimed wait woken by another thread about 4 µs),
+/// Timed sleeps are expensive (on the project's VM a timed wake-up costs
+/// 32–43 µs of CPU, an untimed wait woken by another thread 12–13 µs for
+/// both threads together: `purgatory-bench wakeups`),
 /// so the run has a single timed sleeper, the *clock thread* (the generator,
 /// then the main thread once every request is issued), which wakes at most
 /// once per millisecond anyway. The completion thread parks without a
@@ -1233,10 +1235,11 @@ fn drive(impl_name: &'static str, params: &W2Params, check: bool) -> W2Result {
 
 /// The CPU time one wake-up of each kind the run uses costs on this machine,
 /// measured just before the run (`None` where thread CPU time cannot be
-/// read). On the project's VM a timed sleep costs ~30 µs of CPU whatever its
-/// length, which at 10,000 requests/s is ~3 µs per request of the harness's
-/// own pacing; the report subtracts these costs in a separate field so that
-/// what the purgatory costs can be told apart from what waking up costs.
+/// read). On the project's VM a timed sleep costs 32–43 µs of CPU whatever
+/// its length, which at 10,000 requests/s is 3–4 µs per request of the
+/// harness's own pacing (`purgatory-bench wakeups` compares the primitives);
+/// the report subtracts these costs in a separate field so that what the
+/// purgatory costs can be told apart from what waking up costs.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct WakeupCost {
     /// One timed sleep of about a millisecond (the clock thread's).
