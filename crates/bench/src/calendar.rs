@@ -9,6 +9,12 @@
 //! millisecond in a ring, so a push appends to one vector and taking a
 //! millisecond's requests reads one contiguous run.
 //!
+//! Why not the project's `timer::TimingWheel`: it pays for what this queue
+//! does not need (an arena entry and list links per item, for O(1) cancel,
+//! and cascades between levels), and the completion queue is harness
+//! overhead that W2 wants as small as possible and apart from the code it
+//! measures.
+//!
 //! Invariants:
 //! - Every item in the ring is due in `[cursor, cursor + R)`, where `R` is
 //!   the ring's length (a power of two), and sits in bucket `due & (R - 1)`;
