@@ -1393,9 +1393,19 @@ pub fn targets(records: &[Record]) -> Vec<TargetCheck> {
         }
         if rate == 10_000.0 {
             let limit = if name == "purgatory_check" { 4.0 } else { 2.0 };
+            // How much of it the run's wake-ups (the pacing) account for.
+            let split = match (
+                r.num("cpu_wakeups_ms"),
+                r.num("cpu_us_per_request_excl_wakeups"),
+            ) {
+                (Some(w), Some(rest)) if n > 0.0 => {
+                    format!("; wake-ups {:.3} of it, the rest {rest:.3}", w * 1000.0 / n)
+                }
+                _ => String::new(),
+            };
             match r.num("cpu_us_per_request") {
                 Some(c) => checks.push(TargetCheck::new(
-                    format!("{row}: CPU {c:.3} µs/request (target ≤ {limit})"),
+                    format!("{row}: CPU {c:.3} µs/request (target ≤ {limit}{split})"),
                     c <= limit,
                 )),
                 None => checks.push(TargetCheck::unknown(format!(
@@ -1635,5 +1645,16 @@ mod tests {
             met(&targets(&[row("purgatory_check", 10_000, 10_000, 3.0, 0)])),
             [ok, ok, ok]
         );
+        // The CPU line says how much of it the wake-ups account for.
+        let paced = row("purgatory", 10_000, 10_000, 7.0, 0)
+            .with("cpu_wakeups_ms", 0.05)
+            .with("cpu_us_per_request_excl_wakeups", 2.0);
+        let checks = targets(&[paced]);
+        assert_eq!(
+            checks[2].description,
+            "purgatory (10 at 10000/s): CPU 7.000 µs/request \
+             (target ≤ 2; wake-ups 5.000 of it, the rest 2.000)"
+        );
+        assert_eq!(checks[2].met, miss);
     }
 }
