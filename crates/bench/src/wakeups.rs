@@ -95,20 +95,12 @@ pub fn run(per_batch: u32) -> Vec<WakeupFigure> {
     push(
         "sleep_1ms",
         true,
-        measure(per_batch, || {
-            for _ in 0..per_batch {
-                std::thread::sleep(Duration::from_millis(1));
-            }
-        }),
+        measure(per_batch, || sleeps(per_batch, 1)),
     );
     push(
         "sleep_4ms",
         true,
-        measure(per_batch, || {
-            for _ in 0..per_batch {
-                std::thread::sleep(Duration::from_millis(4));
-            }
-        }),
+        measure(per_batch, || sleeps(per_batch, 4)),
     );
     push(
         "sleep_until_1ms_grid",
@@ -141,6 +133,13 @@ pub fn run(per_batch: u32) -> Vec<WakeupFigure> {
         }),
     );
     out
+}
+
+/// `n` sleeps of `ms` milliseconds each (`thread::sleep`).
+fn sleeps(n: u32, ms: u64) {
+    for _ in 0..n {
+        std::thread::sleep(Duration::from_millis(ms));
+    }
 }
 
 /// What one request carries of the wake-ups at `rate` requests/s, paced by
@@ -204,9 +203,7 @@ mod linux {
         let old = unsafe { libc::prctl(libc::PR_GET_TIMERSLACK, 0, 0, 0, 0) };
         // SAFETY: PR_SET_TIMERSLACK takes its value by value.
         unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
-        for _ in 0..n {
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
+        super::sleeps(n, 1);
         if old > 0 {
             // SAFETY: as above.
             unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, old as libc::c_ulong, 0, 0, 0) };
@@ -251,19 +248,16 @@ mod linux {
 mod linux {
     //! Elsewhere the Linux-only primitives fall back to plain sleeps.
 
-    fn sleeps(n: u32) {
-        for _ in 0..n {
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
-    }
+    use super::sleeps;
+
     pub fn sleep_on_grid(n: u32) {
-        sleeps(n)
+        sleeps(n, 1)
     }
     pub fn sleep_with_least_slack(n: u32) {
-        sleeps(n)
+        sleeps(n, 1)
     }
     pub fn timerfd_periodic(n: u32) {
-        sleeps(n)
+        sleeps(n, 1)
     }
 }
 
