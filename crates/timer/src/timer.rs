@@ -748,6 +748,7 @@ mod tests {
         assert!(timer.cancel(&handle));
         timer.shutdown();
     }
+
     /// Adds forced into a shard that has been idle while the adder's own
     /// shard followed the clock (every other shard held) fire exactly at
     /// their deadlines: a shard's wheel time is its own, whichever thread
