@@ -91,7 +91,7 @@ impl Args {
 }
 
 fn main() -> ExitCode {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    examples::init_logging();
     let args = Args::parse();
     let config = match args.config() {
         Ok(config) => config,

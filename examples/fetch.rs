@@ -18,31 +18,28 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use broker::{
-    Acks, FetchParams, FetchResponse, PartitionFetch, PartitionRole, Records, ReplicaManager,
-    TopicPartition,
+    Acks, FetchParams, FetchResponse, PartitionFetch, PartitionRole, Records, TopicPartition,
 };
-use timer::{Clock, ManualClock};
+use examples::Timeline;
+use timer::Clock;
 
 const MAX_WAIT: Duration = Duration::from_millis(500);
 const MIN_BYTES: u64 = 1000;
 
 struct Script {
-    clock: ManualClock,
-    rm: ReplicaManager,
+    t: Timeline,
     tp: TopicPartition,
 }
 
+/// The script reads as a timeline: `s.at(ms)`, `s.say(..)`, `s.rm`.
+impl std::ops::Deref for Script {
+    type Target = Timeline;
+    fn deref(&self) -> &Timeline {
+        &self.t
+    }
+}
+
 impl Script {
-    /// Moves virtual time to `ms`, expiring what is due.
-    fn at(&self, ms: u64) {
-        self.clock.set_ms(ms);
-        while self.rm.advance_clock(Duration::ZERO) {}
-    }
-
-    fn say(&self, what: impl AsRef<str>) {
-        println!("t={:>4} ms  {}", self.clock.now_ms(), what.as_ref());
-    }
-
     fn fetch(&self, name: &'static str, offset: u64) {
         let clock: Arc<dyn Clock> = Arc::clone(self.rm.clock());
         let asked = clock.now_ms();
@@ -105,13 +102,12 @@ impl Script {
 }
 
 fn main() {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
-    let clock = ManualClock::new();
-    let rm = ReplicaManager::with_manual_clock(&clock).expect("purgatories build");
+    examples::init_logging();
+    let t = Timeline::new();
     let tp = TopicPartition::new("events", 0);
     // No follower: the high watermark follows the log end at once.
-    rm.add_partition(tp.clone(), &[], 1);
-    let s = Script { clock, rm, tp };
+    t.rm.add_partition(tp.clone(), &[], 1);
+    let s = Script { t, tp };
     println!("Partition events-0 led here, no followers (high watermark = log end).\n");
 
     println!("1. Completion by the append that reaches min_bytes");

@@ -19,29 +19,26 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use broker::{
-    Acks, FetchParams, PartitionFetch, PartitionRole, ProduceResponse, Records, ReplicaManager,
-    TopicPartition,
+    Acks, FetchParams, PartitionFetch, PartitionRole, ProduceResponse, Records, TopicPartition,
 };
-use timer::{Clock, ManualClock};
+use examples::Timeline;
+use timer::Clock;
 
 const TIMEOUT: Duration = Duration::from_millis(100);
 
 struct Script {
-    clock: ManualClock,
-    rm: ReplicaManager,
+    t: Timeline,
+}
+
+/// The script reads as a timeline: `s.at(ms)`, `s.say(..)`, `s.rm`.
+impl std::ops::Deref for Script {
+    type Target = Timeline;
+    fn deref(&self) -> &Timeline {
+        &self.t
+    }
 }
 
 impl Script {
-    /// Moves virtual time to `ms`, expiring what is due.
-    fn at(&self, ms: u64) {
-        self.clock.set_ms(ms);
-        while self.rm.advance_clock(Duration::ZERO) {}
-    }
-
-    fn say(&self, what: impl AsRef<str>) {
-        println!("t={:>4} ms  {}", self.clock.now_ms(), what.as_ref());
-    }
-
     fn produce(&self, name: &'static str, tps: &[&TopicPartition], records: usize) {
         let clock: Arc<dyn Clock> = Arc::clone(self.rm.clock());
         let entries = tps
@@ -111,14 +108,13 @@ impl Script {
 }
 
 fn main() {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
-    let clock = ManualClock::new();
-    let rm = ReplicaManager::with_manual_clock(&clock).expect("purgatories build");
+    examples::init_logging();
+    let t = Timeline::new();
     let tps: Vec<TopicPartition> = (0..3).map(|p| TopicPartition::new("orders", p)).collect();
     for tp in &tps {
-        rm.add_partition(tp.clone(), &[1, 2], 2);
+        t.rm.add_partition(tp.clone(), &[1, 2], 2);
     }
-    let s = Script { clock, rm };
+    let s = Script { t };
     let [o0, o1, o2] = [&tps[0], &tps[1], &tps[2]];
     println!(
         "Partitions orders-0..2 led here, followers 1 and 2 in sync, min.insync.replicas 2.\n"

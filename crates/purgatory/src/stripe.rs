@@ -1,4 +1,4 @@
-//! Thread stripes: each thread's index ([`timer::thread_index`], assigned
+//! Thread stripes: each thread's index (`timer::internal::thread_index`, assigned
 //! round-robin on first use, the one the timer picks its shard by) spreads
 //! threads over a fixed number of stripes, so that threads working at the
 //! same time rarely write the same cache line. The retire
@@ -11,7 +11,7 @@
 use std::sync::atomic::{AtomicIsize, Ordering};
 
 use crossbeam_utils::CachePadded;
-use timer::thread_index;
+use timer::internal::thread_index;
 
 /// The calling thread's stripe of `stripes` (a power of two long, as
 /// [`count`] gives).

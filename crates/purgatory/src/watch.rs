@@ -36,7 +36,7 @@ use std::sync::Arc;
 use crossbeam_utils::CachePadded;
 use hashbrown::hash_table::HashTable;
 use parking_lot::Mutex;
-use timer::lock_spinning;
+use timer::internal::lock_spinning;
 
 use crate::operation::{DelayedOperation, Shared};
 use crate::retire::Retired;
@@ -150,7 +150,7 @@ impl<Op: DelayedOperation> Slab<Op> {
             // The slot the next insert reuses, often freed just now by the
             // thread completing operations: start bringing its line over.
             if let Some(next) = self.slots.get(self.free as usize) {
-                timer::prefetch(next);
+                timer::internal::prefetch(next);
             }
             slot
         } else {
@@ -580,7 +580,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> WatchIndex<K, Op, S> {
             // noise.)
             for &(m, _) in chunk {
                 if let Some(slot) = shard.list(m.list).slab.slots.get(m.slot as usize) {
-                    timer::prefetch(slot);
+                    timer::internal::prefetch(slot);
                 }
             }
             for &(m, op) in chunk {

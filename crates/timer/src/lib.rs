@@ -84,8 +84,7 @@
 //!   `delay + now` overflows into the past and fires at once.
 //! - [`Timer::shutdown`] hands pending tasks back instead of silently dropping
 //!   them, and runs those already handed to the executor.
-//! - Expiring a large bucket releases the lock every [`FLUSH_CHUNK`]
-//!   entries, so adders are not held up by a long cascade; coarse buckets are
+//! - Expiring a large bucket releases the lock every few hundred entries, so adders are not held up by a long cascade; coarse buckets are
 //!   cascaded one lower tick *before* their range starts, in slices that
 //!   yield to due buckets, so a big cascade does not make due tasks late.
 //! - The timer is sharded: threads adding at once use separate wheels and
@@ -110,11 +109,18 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use delay_queue::DelayQueue;
 pub use entries::TimerHandle;
 pub use error::{ConfigError, ShutdownError};
-pub use prefetch::prefetch;
 pub use reaper::Reaper;
-pub use spin_lock::{lock_spinning, PAUSES_PER_ROUND, SPIN_ROUNDS};
-pub use thread_index::thread_index;
-pub use timer::{Timer, TimerBuilder, TimerTask, CANCEL_CHUNK, EXPIRY_LAG_MS, FLUSH_CHUNK};
+pub use timer::{Timer, TimerBuilder, TimerTask};
 pub use wheel::{
     Advance, Insertion, Position, TimingWheel, MAX_DEADLINE_MS, MAX_TICK_MS, MAX_WHEEL_SIZE,
 };
+
+/// Not API: what the `purgatory` crate borrows from this one (a spinning
+/// lock, a per-thread index and a prefetch hint). It may change or go in any
+/// release; nothing outside this workspace should use it.
+#[doc(hidden)]
+pub mod internal {
+    pub use crate::prefetch::prefetch;
+    pub use crate::spin_lock::lock_spinning;
+    pub use crate::thread_index::thread_index;
+}

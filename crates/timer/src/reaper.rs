@@ -79,7 +79,7 @@ impl Reaper {
             let stop = stop.clone();
             let timer = timer.clone();
             thread::Builder::new().name(name.clone()).spawn(move || {
-                while !stop.load(Ordering::Acquire) && !timer.is_shutdown() {
+                while !stop.load(Ordering::Acquire) && !timer.is_shut_down() {
                     if let Err(panic) = catch_unwind(AssertUnwindSafe(|| timer.advance_clock(poll)))
                     {
                         log::error!(

@@ -25,15 +25,15 @@
 use parking_lot::{Mutex, MutexGuard};
 
 /// How many times a waiter checks the lock before blocking.
-pub const SPIN_ROUNDS: u32 = 64;
+pub(crate) const SPIN_ROUNDS: u32 = 64;
 
 /// CPU pauses between two checks (`std::hint::spin_loop`). With the
 /// rounds, a few microseconds on current x86 (a pause is 10–140 cycles,
 /// depending on the model).
-pub const PAUSES_PER_ROUND: u32 = 8;
+pub(crate) const PAUSES_PER_ROUND: u32 = 8;
 
 /// Locks `mutex`: at once if it is free; else spins, checking it
-/// [`SPIN_ROUNDS`] times, before blocking as [`Mutex::lock`] does.
+/// `SPIN_ROUNDS` times, before blocking as [`Mutex::lock`] does.
 pub fn lock_spinning<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     if let Some(guard) = mutex.try_lock() {
         return guard;

@@ -71,17 +71,17 @@ use crate::{Clock, ConfigError, ShutdownError, SystemClock};
 
 /// How far (ms) a shard's earliest due work may lag the clock before an
 /// adder on that shard yields its CPU once, so that expiry catches up.
-pub const EXPIRY_LAG_MS: u64 = 2;
+pub(crate) const EXPIRY_LAG_MS: u64 = 2;
 
 /// Most entries moved per hold of the wheel lock in `advance_clock`.
-pub const FLUSH_CHUNK: usize = 256;
+pub(crate) const FLUSH_CHUNK: usize = 256;
 
 /// How many handles [`Timer::cancel_all`] cancels per hold of a shard's
 /// lock. Each cancellation unlinks an entry that was last touched long ago
 /// (a cache miss or two), and adders want the same lock for every add:
 /// shorter holds keep their waits short. (Reasoned; on its own it did not
 /// change W2's count of adder yields measurably.)
-pub const CANCEL_CHUNK: usize = 16;
+pub(crate) const CANCEL_CHUNK: usize = 16;
 
 /// A task the timer runs once, when it expires, on the timer's executor
 /// thread.
@@ -252,14 +252,14 @@ impl Default for TimerBuilder {
 /// let fired2 = fired.clone();
 /// timer.add(Duration::from_millis(50), Box::new(move || fired.send("a").unwrap())).unwrap();
 /// let b = timer.add(Duration::from_millis(80), Box::new(move || fired2.send("b").unwrap())).unwrap();
-/// assert_eq!(timer.size(), 2);
+/// assert_eq!(timer.len(), 2);
 ///
 /// clock.advance_ms(50);
 /// assert!(timer.advance_clock(Duration::ZERO));
 /// timer.wait_for_executor();
 /// assert_eq!(rx.try_recv(), Ok("a"));
 /// assert!(timer.cancel(&b));
-/// assert_eq!(timer.size(), 0);
+/// assert_eq!(timer.len(), 0);
 /// ```
 pub struct Timer<T: TimerTask = Box<dyn FnOnce() + Send>> {
     shards: Box<[CachePadded<Shard<T>>]>,
@@ -276,7 +276,7 @@ pub struct Timer<T: TimerTask = Box<dyn FnOnce() + Send>> {
 struct Shard<T> {
     state: Mutex<ShardState<T>>,
     /// Mirror of the wheel's length, refreshed under the lock, so that
-    /// `size()` never takes a lock.
+    /// `len()` never takes a lock.
     size: AtomicUsize,
     /// Set while a thread advancing the clock waits for this shard's lock:
     /// adders then hand the lock over fairly instead of re-taking it at
@@ -424,7 +424,7 @@ impl<T: TimerTask> Timer<T> {
     }
 
     /// Cancels every task in `handles`, like [`cancel`](Self::cancel) for
-    /// each, but taking each shard's lock once per [`CANCEL_CHUNK`] handles
+    /// each, but taking each shard's lock once per small chunk of the handles
     /// it issued rather than once per handle (the handles are reordered by
     /// shard). Returns how many were cancelled; the rest were stale. The
     /// tasks are dropped after every lock is released.
@@ -455,7 +455,7 @@ impl<T: TimerTask> Timer<T> {
     /// down), then expires everything due by the clock, handing expired tasks
     /// to the executor. Returns whether any bucket was due.
     pub fn advance_clock(&self, timeout: Duration) -> bool {
-        if self.is_shutdown() || !self.queue.wait_until_due(timeout) {
+        if self.is_shut_down() || !self.queue.wait_until_due(timeout) {
             return false;
         }
         let mut any = false;
@@ -573,7 +573,7 @@ impl<T: TimerTask> Timer<T> {
 
     /// Number of tasks waiting in the wheel (not counting tasks already
     /// handed to the executor). Never takes the timer's lock.
-    pub fn size(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.shards
             .iter()
             .map(|shard| shard.size.load(Ordering::Relaxed))
@@ -621,8 +621,13 @@ impl<T: TimerTask> Timer<T> {
         pending
     }
 
+    /// Whether no task is waiting in the wheel (see [`len`](Timer::len)).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// Whether [`shutdown`](Timer::shutdown) has been called.
-    pub fn is_shutdown(&self) -> bool {
+    pub fn is_shut_down(&self) -> bool {
         self.shut_down.load(Ordering::Acquire)
     }
 
@@ -666,8 +671,8 @@ impl<T: TimerTask> fmt::Debug for Timer<T> {
         f.debug_struct("Timer")
             .field("name", &self.name)
             .field("tick_ms", &self.tick_ms)
-            .field("size", &self.size())
-            .field("shut_down", &self.is_shutdown())
+            .field("len", &self.len())
+            .field("shut_down", &self.is_shut_down())
             .finish()
     }
 }
@@ -710,7 +715,7 @@ mod tests {
             )
             .unwrap();
         assert_eq!(b.shard(), own);
-        assert_eq!(timer.size(), 2);
+        assert_eq!(timer.len(), 2);
 
         // The task in the other shard fires and the one in its own cancels
         // as usual.
@@ -720,7 +725,7 @@ mod tests {
         timer.wait_for_executor();
         assert_eq!(rx.try_recv(), Ok("a"));
         assert!(rx.try_recv().is_err(), "the cancelled task ran");
-        assert_eq!(timer.size(), 0);
+        assert_eq!(timer.len(), 0);
         timer.shutdown();
     }
 
@@ -824,7 +829,7 @@ mod tests {
             let due = deadlines.iter().filter(|&&d| d <= at).count();
             assert_eq!(fired.len(), due, "{shards} shards, tick {tick}: at {at} ms");
         }
-        assert_eq!(timer.size(), 0);
+        assert_eq!(timer.len(), 0);
         timer.shutdown();
     }
 }

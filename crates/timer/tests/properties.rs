@@ -233,12 +233,12 @@ proptest! {
             }
             timer.wait_for_executor();
             let zero_delay_ran = fired.lock().unwrap().len();
-            prop_assert_eq!(timer.size() + zero_delay_ran, model.pending.len());
+            prop_assert_eq!(timer.len() + zero_delay_ran, model.pending.len());
         }
         // Shutdown hands back exactly the tasks still waiting.
-        let waiting = timer.size();
+        let waiting = timer.len();
         let left = timer.shutdown();
         prop_assert_eq!(left.len(), waiting);
-        prop_assert_eq!(timer.size(), 0);
+        prop_assert_eq!(timer.len(), 0);
     }
 }

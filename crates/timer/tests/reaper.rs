@@ -55,7 +55,7 @@ fn stop_wakes_the_reaper_at_once() {
         started.elapsed()
     );
     assert_eq!(
-        timer.size(),
+        timer.len(),
         1,
         "stopping the reaper leaves the timer's tasks alone"
     );

@@ -53,7 +53,7 @@ fn already_expired_tasks_run_on_the_executor_without_an_advance() {
     assert!(got
         .iter()
         .all(|(_, name)| name.as_deref() == Some("executor-test")));
-    assert_eq!(timer.size(), 0);
+    assert_eq!(timer.len(), 0);
 }
 
 #[test]
@@ -89,7 +89,7 @@ fn task_expiration_across_six_levels() {
         output.iter().all(|&(id, at)| at == id),
         "each fires at its deadline, never early or late"
     );
-    assert_eq!(timer.size(), 0);
+    assert_eq!(timer.len(), 0);
 }
 
 #[test]
@@ -119,9 +119,9 @@ fn cancel_is_true_once_and_stale_handles_are_harmless() {
     let a = timer.add(Duration::from_millis(100), noop()).unwrap();
     let b = timer.add(Duration::from_millis(10), noop()).unwrap();
     let now = timer.add(Duration::ZERO, noop()).unwrap();
-    assert_eq!(timer.size(), 2, "the zero-delay task went to the executor");
+    assert_eq!(timer.len(), 2, "the zero-delay task went to the executor");
     assert!(timer.cancel(&a));
-    assert_eq!(timer.size(), 1, "cancel frees the task at once");
+    assert_eq!(timer.len(), 1, "cancel frees the task at once");
     assert!(!timer.cancel(&a), "second cancel");
     assert!(!timer.cancel(&now), "a task that never waited");
     advance_to(&timer, &clock, 10);
@@ -130,7 +130,7 @@ fn cancel_is_true_once_and_stale_handles_are_harmless() {
     let c = timer.add(Duration::from_millis(50), noop()).unwrap();
     let d = timer.add(Duration::from_millis(50), noop()).unwrap();
     assert!(!timer.cancel(&a) && !timer.cancel(&b));
-    assert_eq!(timer.size(), 2);
+    assert_eq!(timer.len(), 2);
     assert!(timer.cancel(&c) && timer.cancel(&d));
 }
 
@@ -170,7 +170,7 @@ fn cancel_all_cancels_across_shards_and_skips_stale_handles() {
         .map(|h| h.join().unwrap())
         .collect();
     let total: usize = per_thread.iter().map(Vec::len).sum();
-    assert_eq!(timer.size(), total);
+    assert_eq!(timer.len(), total);
     let mut doomed: Vec<TimerHandle> = per_thread
         .iter()
         .flat_map(|handles| handles.iter().step_by(2).copied())
@@ -179,7 +179,7 @@ fn cancel_all_cancels_across_shards_and_skips_stale_handles() {
     assert!(timer.cancel(&stale));
     doomed.push(stale); // now appears twice, and is stale
     assert_eq!(timer.cancel_all(&mut doomed), total / 2 - 1);
-    assert_eq!(timer.size(), total - total / 2);
+    assert_eq!(timer.len(), total - total / 2);
     assert_eq!(timer.cancel_all(&mut doomed), 0, "all stale now");
     assert_eq!(timer.cancel_all(&mut []), 0);
     advance_to(&timer, &clock, 1_000);
@@ -202,12 +202,12 @@ fn huge_delays_saturate_and_never_fire() {
         });
         timer.add(delay, task).unwrap();
     }
-    assert_eq!(timer.size(), 3);
+    assert_eq!(timer.len(), 3);
     for step in [1u64, 1 << 20, 1 << 40, 1 << 50] {
         advance_to(&timer, &clock, step);
     }
     assert_eq!(fired.load(Ordering::SeqCst), 0);
-    assert_eq!(timer.size(), 3);
+    assert_eq!(timer.len(), 3);
 }
 
 #[test]
@@ -251,7 +251,7 @@ fn cancel_racing_expiry_has_exactly_one_winner() {
         }
     }
     assert_eq!(winners.0 + winners.1, N);
-    assert_eq!(timer.size(), 0);
+    assert_eq!(timer.len(), 0);
 }
 
 #[test]
@@ -280,8 +280,8 @@ fn shutdown_returns_pending_runs_handed_over_and_refuses_new() {
         "everything handed over ran before shutdown returned"
     );
     assert_eq!(pending.len(), 10, "pending tasks are given back, not run");
-    assert_eq!(timer.size(), 0);
-    assert!(timer.is_shutdown());
+    assert_eq!(timer.len(), 0);
+    assert!(timer.is_shut_down());
     let refused = timer
         .add(Duration::from_millis(5), counting(&ran))
         .unwrap_err();
@@ -332,7 +332,7 @@ fn a_slow_task_does_not_stall_the_clock() {
             "clock moves while a task blocks"
         );
     }
-    assert_eq!(timer.size(), 0);
+    assert_eq!(timer.len(), 0);
     release.send(()).unwrap();
     timer.wait_for_executor();
 }
@@ -368,7 +368,7 @@ fn tasks_may_use_the_timer_from_the_executor_thread() {
     });
     timer.add(Duration::ZERO, stopper).unwrap();
     done.recv_timeout(Duration::from_secs(5)).unwrap();
-    assert!(timer.is_shutdown());
+    assert!(timer.is_shut_down());
 }
 
 #[test]
@@ -403,7 +403,7 @@ fn shards_merge_in_deadline_order_and_cancel_from_any_thread() {
         })
         .flat_map(|h| h.join().unwrap())
         .collect();
-    assert_eq!(timer.size(), 1000);
+    assert_eq!(timer.len(), 1000);
     // Cancel every third task from this thread: handles route to their shard.
     let cancelled: Vec<u64> = handles
         .iter()
@@ -413,7 +413,7 @@ fn shards_merge_in_deadline_order_and_cancel_from_any_thread() {
             *d
         })
         .collect();
-    assert_eq!(timer.size(), 1000 - cancelled.len());
+    assert_eq!(timer.len(), 1000 - cancelled.len());
     // One jump over all deadlines: shards are merged in due order.
     clock.set_ms(2_000);
     assert!(timer.advance_clock(Duration::ZERO));
@@ -520,7 +520,7 @@ fn stress_many_threads_adding_and_cancelling_with_a_reaper() {
         .sum();
     // Real time: wait (bounded) for the last deadlines, ~30 ms away.
     let give_up = std::time::Instant::now() + Duration::from_secs(10);
-    while timer.size() > 0 && std::time::Instant::now() < give_up {
+    while !timer.is_empty() && std::time::Instant::now() < give_up {
         thread::sleep(Duration::from_millis(5));
     }
     timer.wait_for_executor();
@@ -576,7 +576,7 @@ fn cascades_spread_over_ticks_still_fire_every_task_on_time() {
     }
     assert_eq!(fired.load(Ordering::Relaxed), 20_000);
     assert_eq!(late.load(Ordering::Relaxed), 0);
-    assert_eq!(timer.size(), 0);
+    assert_eq!(timer.len(), 0);
 }
 
 #[test]
@@ -596,11 +596,11 @@ fn shutdown_with_cascades_half_done_returns_every_pending_task() {
             .unwrap();
     }
     advance_to(&timer, &clock, 600);
-    assert_eq!(timer.size(), 10_000, "nothing is due yet");
+    assert_eq!(timer.len(), 10_000, "nothing is due yet");
     let pending = timer.shutdown();
     assert_eq!(pending.len(), 10_000);
     assert_eq!(fired.load(Ordering::Relaxed), 0);
-    assert_eq!(timer.size(), 0);
+    assert_eq!(timer.len(), 0);
 }
 
 #[test]
@@ -636,5 +636,5 @@ fn passes_with_one_tick_of_slack_never_make_a_task_late() {
             "at {ms}"
         );
     }
-    assert_eq!(timer.size(), 0);
+    assert_eq!(timer.len(), 0);
 }
