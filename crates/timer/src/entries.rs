@@ -80,7 +80,7 @@ impl fmt::Debug for TimerHandle {
 ///
 /// With a `u64` or pointer-sized task this is 32 bytes. Keeping the task in a
 /// `MaybeUninit` (rather than an `Option<T>`) saves 8 bytes a slot for tasks
-/// without a niche, such as the `u64` of the W1 workload: 32 instead of 40
+/// without a niche, such as a `u64`: 32 instead of 40
 /// bytes per pending task, checked by `slot_is_32_bytes_for_word_sized_tasks`.
 pub(crate) struct Slot<T> {
     /// Previous entry in the bucket list, or [`NIL`].

@@ -111,9 +111,7 @@ pub use entries::TimerHandle;
 pub use error::{ConfigError, ShutdownError};
 pub use reaper::Reaper;
 pub use timer::{Timer, TimerBuilder, TimerTask};
-pub use wheel::{
-    Advance, Insertion, Position, TimingWheel, MAX_DEADLINE_MS, MAX_TICK_MS, MAX_WHEEL_SIZE,
-};
+pub use wheel::{Insertion, TimingWheel, MAX_DEADLINE_MS, MAX_TICK_MS, MAX_WHEEL_SIZE};
 
 /// Not API: what the `purgatory` crate borrows from this one (a spinning
 /// lock, a per-thread index and a prefetch hint). It may change or go in any

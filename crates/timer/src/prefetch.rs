@@ -2,8 +2,8 @@
 //! the line is needed.
 //!
 //! Free lists are LIFO: the slot reused next is the one freed last, often
-//! just written by another thread (W2's completion thread frees the timer
-//! entries and watch-list slots that its generator reuses), so reusing it
+//! just written by another thread (a purgatory's completing thread frees
+//! timer entries and watch-list slots that the adding threads reuse), so reusing it
 //! waits for its line to come over from the other core. A free list that
 //! pops a slot prefetches the next one, whose transfer then overlaps the
 //! work done until the next insert.

@@ -6,17 +6,15 @@
 //! holders may run for long. The purgatory's watch-list shard locks are
 //! held for a microsecond or two at a time, by threads that take them
 //! millions of times a second; a waiter that yields pays a system call each
-//! time, and on a virtual machine a system call costs several microseconds.
-//! In W2 at saturation the thread watching operations made 160,000–190,000
-//! `sched_yield` calls per million operations, about half of them waiting
-//! for the thread completing operations to free a batch's slots.
+//! time, and on a virtual machine a system call costs several microseconds,
+//! many times the wait it avoids.
 //!
 //! Used where both sides are such threads: the purgatory's watch and unwatch
 //! paths, and [`Timer::cancel_all`](crate::Timer::cancel_all). Not for an
-//! adder's wait on a timer shard: there the holder may be the reaper, and
-//! W3's expiration lateness got worse (p99 2.0–3.6 ms against 1.7–1.9) when
-//! adders spun instead of yielding the CPU to it. (An adder whose shard is
-//! held now adds to another, free shard, and waits only if all are held.)
+//! adder's wait on a timer shard: there the holder may be the reaper, and an
+//! adder that spins keeps the CPU from it, so expiry runs late. (An adder
+//! whose shard is held adds to another, free shard, and waits only if all
+//! are held.)
 //!
 //! Invariant: a waiter spins for a bounded time (about [`SPIN_ROUNDS`] ×
 //! [`PAUSES_PER_ROUND`] CPU pauses) and then takes the lock the usual way,

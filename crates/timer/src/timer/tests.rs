@@ -1,0 +1,157 @@
+//! The timer's sharding: where adds go while shards are held, and that a
+//! shard's wheel keeps its own time.
+
+use super::*;
+use crate::clock::ManualClock;
+use crate::thread_index::thread_index;
+use std::sync::mpsc;
+
+fn two_shards() -> (ManualClock, Timer) {
+    let clock = ManualClock::new();
+    let timer = TimerBuilder::new()
+        .clock(clock.clone())
+        .shards(2)
+        .build()
+        .expect("valid configuration");
+    (clock, timer)
+}
+
+#[test]
+fn an_add_goes_to_a_free_shard_while_its_own_is_held() {
+    let (clock, timer) = two_shards();
+    let own = thread_index() % 2;
+    let (fired, rx) = mpsc::channel();
+    let held = timer.shards[own].state.lock();
+    let fired2 = fired.clone();
+    let a = timer
+        .add(
+            Duration::from_millis(5),
+            Box::new(move || fired.send("a").unwrap()),
+        )
+        .unwrap();
+    assert_eq!(a.shard(), 1 - own);
+    drop(held);
+    let b = timer
+        .add(
+            Duration::from_millis(5),
+            Box::new(move || fired2.send("b").unwrap()),
+        )
+        .unwrap();
+    assert_eq!(b.shard(), own);
+    assert_eq!(timer.len(), 2);
+
+    // The task in the other shard fires and the one in its own cancels
+    // as usual.
+    assert!(timer.cancel(&b));
+    clock.advance_ms(5);
+    assert!(timer.advance_clock(Duration::ZERO));
+    timer.wait_for_executor();
+    assert_eq!(rx.try_recv(), Ok("a"));
+    assert!(rx.try_recv().is_err(), "the cancelled task ran");
+    assert_eq!(timer.len(), 0);
+    timer.shutdown();
+}
+
+#[test]
+fn an_add_waits_for_its_own_shard_while_every_shard_is_held() {
+    let (_clock, timer) = two_shards();
+    let timer = Arc::new(timer);
+    let held = [timer.shards[0].state.lock(), timer.shards[1].state.lock()];
+    let (done, rx) = mpsc::channel();
+    let adder = std::thread::spawn({
+        let timer = timer.clone();
+        move || {
+            let own = thread_index() % 2;
+            let handle = timer.add(Duration::from_secs(1), Box::new(|| {})).unwrap();
+            done.send(()).unwrap();
+            (own, handle)
+        }
+    });
+    // Proves only that the add has not returned yet; it cannot return
+    // before the locks are released.
+    assert!(rx.recv_timeout(Duration::from_millis(50)).is_err());
+    drop(held);
+    let (own, handle) = adder.join().unwrap();
+    assert_eq!(handle.shard(), own);
+    assert!(timer.cancel(&handle));
+    timer.shutdown();
+}
+
+/// Adds forced into a shard that has been idle while the adder's own
+/// shard followed the clock (every other shard held) fire exactly at
+/// their deadlines: a shard's wheel time is its own, whichever thread
+/// adds.
+#[test]
+fn adds_sent_to_an_idle_shard_fire_exactly_on_time() {
+    for (shards, tick) in [(2, 1), (2, 10), (64, 7)] {
+        for warm in [0, 36_000_000] {
+            adds_into_an_idle_shard(shards, tick, warm);
+        }
+    }
+}
+
+fn adds_into_an_idle_shard(shards: usize, tick: u64, warm: u64) {
+    let clock = ManualClock::new();
+    let timer: Timer = TimerBuilder::new()
+        .clock(clock.clone())
+        .tick(Duration::from_millis(tick))
+        .shards(shards)
+        .build()
+        .expect("valid configuration");
+    let own = thread_index() % shards;
+    let idle = (own + 1) % shards;
+    // Only the own shard's wheel follows the clock up to `warm`.
+    let mut t = 0;
+    while t < warm {
+        let step = (warm - t).min(7_919);
+        timer
+            .add(Duration::from_millis(step), Box::new(|| {}))
+            .unwrap();
+        t += step;
+        clock.set_ms(t);
+        timer.advance_clock(Duration::ZERO);
+    }
+    timer.wait_for_executor();
+
+    let fired = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let mut deadlines = Vec::new();
+    {
+        let held: Vec<_> = (0..shards)
+            .filter(|&i| i != idle)
+            .map(|i| timer.shards[i].state.lock())
+            .collect();
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        for i in 0..400u64 {
+            // xorshift64: delays from 1 ms to ~6 hours.
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let delay = 1 + x % [50, 2_000, 100_000, 20_000_000][i as usize % 4];
+            let deadline = (clock.now_ms() + delay).div_ceil(tick) * tick;
+            let (fired, clock2) = (fired.clone(), clock.clone());
+            let handle = timer
+                .add(
+                    Duration::from_millis(delay),
+                    Box::new(move || fired.lock().push((deadline, clock2.now_ms()))),
+                )
+                .unwrap();
+            assert_eq!(handle.shard(), idle);
+            deadlines.push(deadline);
+        }
+        drop(held);
+    }
+    let mut steps: Vec<u64> = deadlines.iter().flat_map(|&d| [d - 1, d]).collect();
+    steps.sort_unstable();
+    steps.dedup();
+    for at in steps {
+        clock.set_ms(at);
+        timer.advance_clock(Duration::ZERO);
+        timer.wait_for_executor();
+        let fired = fired.lock();
+        assert!(fired.iter().all(|&(d, ran)| ran >= d), "a task ran early");
+        let due = deadlines.iter().filter(|&&d| d <= at).count();
+        assert_eq!(fired.len(), due, "{shards} shards, tick {tick}: at {at} ms");
+    }
+    assert_eq!(timer.len(), 0);
+    timer.shutdown();
+}

@@ -1,0 +1,173 @@
+//! Driving the clock: the timer's queue of per-shard wake-ups, and visiting
+//! a due shard in chunks until its due work is done, handing each chunk's
+//! expired tasks to the executor as it goes.
+//!
+//! A visit to a shard has two phases (see [`Phase`]): the work that cannot
+//! wait (due buckets, passes out of slack), then a share of the passes over
+//! coarse buckets that still have slack (see the wheel's `lead`). It stops
+//! early when another shard has due work, and ends by re-arming the shard's
+//! wake-up ([`next_wakeup`]).
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use super::shard::ShardState;
+use super::{Timer, TimerTask};
+use crate::wheel::{Advance, TimingWheel};
+
+/// Most entries moved per hold of a shard's lock in `advance_clock`.
+pub(crate) const FLUSH_CHUNK: usize = 256;
+
+/// What a visit to one shard is doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Due buckets, and passes that are out of slack.
+    Due,
+    /// Passes with slack left: at most `left` more entries in this visit.
+    Background { left: usize },
+}
+
+impl Phase {
+    /// One chunk of the phase's work: at most [`FLUSH_CHUNK`] entries moved,
+    /// nothing due after `until`.
+    fn step<T>(self, wheel: &mut TimingWheel<T>, until: u64, expired: &mut Vec<T>) -> Advance {
+        let push = |task| expired.push(task);
+        match self {
+            Phase::Due => wheel.advance_due(until, FLUSH_CHUNK, push),
+            Phase::Background { left } => wheel.advance_bounded(until, left.min(FLUSH_CHUNK), push),
+        }
+    }
+
+    /// The phase after a chunk that did `step`, or `None` when the visit is
+    /// over.
+    fn after<T>(self, step: Advance, wheel: &TimingWheel<T>, now: u64) -> Option<Phase> {
+        match self {
+            // Due work done, passes with slack left: on to their share. At
+            // least a chunk per visit, so that a pass with much slack does
+            // not wake the thread for nothing.
+            Phase::Due if step.done && wheel.paused_finish_by().is_some() => {
+                let left = wheel.background_allowance(now).max(FLUSH_CHUNK);
+                Some(Phase::Background { left })
+            }
+            Phase::Due => (!step.done).then_some(Phase::Due),
+            Phase::Background { left } => {
+                let left = left.saturating_sub(step.moved);
+                (!step.done && left > 0).then_some(Phase::Background { left })
+            }
+        }
+    }
+}
+
+/// When a shard must be visited next, or `None` when it has nothing queued.
+///
+/// Buckets offered by the visit, or by adds between its chunks, are all
+/// covered by the wheel's next due expiration. Paused passes resume a tick
+/// later, unless something is due sooner (or a pass's `finish_by` comes
+/// first; with the background share it cannot, but the wake-up must not
+/// rely on that). A shard that `yielded` to another has work due now: it
+/// queues behind the shards that are due.
+fn next_wakeup<T>(wheel: &TimingWheel<T>, now: u64, tick_ms: u64, yielded: bool) -> Option<u64> {
+    let next = wheel.next_due_expiration();
+    let next = match wheel.paused_finish_by() {
+        Some(finish_by) => {
+            let later = now.saturating_add(tick_ms).min(finish_by);
+            Some(next.map_or(later, |n| n.min(later)))
+        }
+        None => next,
+    };
+    next.map(|next| if yielded { next.max(now) } else { next })
+}
+
+impl<T: TimerTask> Timer<T> {
+    /// Drives the clock: waits up to `timeout` for the earliest bucket to
+    /// come due (waking early if an earlier one is added or the timer shuts
+    /// down), then expires everything due by the clock, handing expired tasks
+    /// to the executor. Returns whether any bucket was due.
+    pub fn advance_clock(&self, timeout: Duration) -> bool {
+        if self.is_shut_down() || !self.queue.wait_until_due(timeout) {
+            return false;
+        }
+        let mut any = false;
+        while let Some((_, index)) = self.queue.poll_due(self.clock.now_ms()) {
+            any |= self.advance_shard(index);
+        }
+        any
+    }
+
+    /// Visits shard `index`: expires what is due in chunks of at most
+    /// [`FLUSH_CHUNK`] moved entries per hold of its lock, handing each
+    /// chunk's tasks to the executor, then re-arms the shard's wake-up.
+    /// Returns whether any bucket was due.
+    ///
+    /// Each chunk reads the clock afresh, so buckets that come due during a
+    /// long flush are seen, and goes no further than the next other shard's
+    /// wake-up, so shards are expired in due order (and the executor gets
+    /// tasks in deadline order). Passes with slack are not worked through in
+    /// one go: a long burst of cascading would keep this thread busy for
+    /// milliseconds, and on a machine whose scheduler packs threads onto one
+    /// CPU the executor would wait behind it.
+    fn advance_shard(&self, index: usize) -> bool {
+        let shard = &self.shards[index];
+        let mut any = false;
+        let mut phase = Some(Phase::Due);
+        while let Some(current) = phase {
+            let now = self.clock.now_ms();
+            let until = self
+                .queue
+                .peek_expiration()
+                .map_or(now, |next| next.min(now));
+            let mut expired = Vec::new();
+            {
+                let mut state = shard.lock_for_advance();
+                if self.shut_down.load(Ordering::Acquire) {
+                    return any;
+                }
+                let step = current.step(&mut state.wheel, until, &mut expired);
+                any |= step.buckets > 0 || step.moved > 0;
+                phase = current.after(step, &state.wheel, now);
+                shard.size.store(state.wheel.len(), Ordering::Relaxed);
+                // Shards with due work take turns chunk by chunk.
+                let yielded = phase.is_some() && self.another_shard_is_due(now);
+                if phase.is_none() || yielded {
+                    self.rearm(index, &mut state, now, yielded);
+                    phase = None;
+                }
+            }
+            self.hand_over(expired);
+        }
+        any
+    }
+
+    /// Whether the timer's queue holds a wake-up due by `now` (the shard
+    /// being visited has none while it is visited).
+    fn another_shard_is_due(&self, now: u64) -> bool {
+        self.queue
+            .peek_expiration()
+            .is_some_and(|theirs| theirs <= now)
+    }
+
+    /// Queues shard `index`'s next wake-up (see [`next_wakeup`]).
+    fn rearm(&self, index: usize, state: &mut ShardState<T>, now: u64, yielded: bool) {
+        state.wheel.take_earliest_offered();
+        state.armed = next_wakeup(&state.wheel, now, self.tick_ms, yielded).unwrap_or(u64::MAX);
+        if state.armed != u64::MAX {
+            self.queue.offer(state.armed, index);
+        }
+    }
+
+    /// Gives expired tasks to the executor.
+    fn hand_over(&self, expired: Vec<T>) {
+        if expired.is_empty() {
+            return;
+        }
+        if let Err(tasks) = self.executor.submit_batch(expired) {
+            // Only after shutdown; such tasks are dropped unrun, like the
+            // rest of the pending ones.
+            log::warn!(
+                "timer {}: {} expired tasks dropped by shutdown",
+                self.name,
+                tasks.len()
+            );
+        }
+    }
+}

@@ -1,0 +1,297 @@
+//! Advancing the wheel: taking due buckets from the delay queue in
+//! expiration order, flushing level-0 buckets, and the early and final
+//! passes that cascade a coarse bucket down, in budget-sized slices.
+
+use crate::bucket::{NOT_PAUSED, NO_EXPIRATION};
+use crate::entries::NIL;
+
+use super::{TimingWheel, MAX_DEADLINE_MS};
+
+/// Progress of one bounded call to `TimingWheel::advance_bounded`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Advance {
+    /// Entries taken out of due buckets (re-placed or expired).
+    pub(crate) moved: usize,
+    /// Entries expired (handed to the callback).
+    pub(crate) expired: usize,
+    /// Due buckets popped from the delay queue.
+    pub(crate) buckets: usize,
+    /// Whether nothing due at `now` is left.
+    pub(crate) done: bool,
+}
+
+/// A pass over a coarse bucket (level 1 or above) that ran out of budget.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Paused {
+    pub(super) bucket: u32,
+    /// The queue time the pass was started at (reported by
+    /// `next_expiration`: the pass is overdue work).
+    pub(super) start: u64,
+    /// The pass must be finished before anything due at or after this time
+    /// is taken: no entry it still has to move is due earlier, and the
+    /// level's clock cannot pass the bucket before it.
+    pub(super) finish_by: u64,
+}
+
+/// A final pass over one due bucket, resumable across `advance_bounded` calls.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Flush {
+    pub(super) bucket: u32,
+    /// The queue time the pass was popped at.
+    pub(super) due: u64,
+}
+
+impl<T> TimingWheel<T> {
+    /// Expires every task due at `now_ms`, handing each to `expired` in
+    /// deadline order (ties in no particular order). Returns how many expired.
+    pub fn advance(&mut self, now_ms: u64, mut expired: impl FnMut(T)) -> usize {
+        let mut count = 0;
+        loop {
+            let step = self.advance_bounded(now_ms, usize::MAX, &mut expired);
+            count += step.expired;
+            if step.done {
+                return count;
+            }
+        }
+    }
+
+    /// Like [`advance`](Self::advance), but moves at most `budget` entries
+    /// and then returns (`done == false`), so that a caller holding a lock
+    /// can release it between chunks of a large flush. The next call resumes
+    /// where this one stopped.
+    pub(crate) fn advance_bounded(
+        &mut self,
+        now_ms: u64,
+        budget: usize,
+        expired: impl FnMut(T),
+    ) -> Advance {
+        self.advance_chunk(now_ms, budget, true, expired)
+    }
+
+    /// Like [`advance_bounded`](Self::advance_bounded), but only does what
+    /// cannot wait: due buckets, and paused passes that are out of slack
+    /// (see `Paused`). With paused passes left it still reports `done`
+    /// ([`paused_finish_by`](Self::paused_finish_by) tells them); see
+    /// [`background_allowance`](Self::background_allowance) for spreading
+    /// them over the following ticks.
+    pub(crate) fn advance_due(
+        &mut self,
+        now_ms: u64,
+        budget: usize,
+        expired: impl FnMut(T),
+    ) -> Advance {
+        self.advance_chunk(now_ms, budget, false, expired)
+    }
+
+    /// The earliest time by which a paused pass must be finished (see
+    /// [`advance_due`](Self::advance_due)), or `None` when no pass over a
+    /// coarse bucket is paused: an owner that spreads passes over later
+    /// ticks must come back no later than this.
+    pub(crate) fn paused_finish_by(&self) -> Option<u64> {
+        self.paused.iter().map(|p| p.finish_by).min()
+    }
+
+    /// How many entries to move in paused passes at `now_ms` so that, done
+    /// every tick, each pass finishes well within its slack: twice each
+    /// pass's bucket length spread over the ticks left before its
+    /// `finish_by`.
+    pub(crate) fn background_allowance(&self, now_ms: u64) -> usize {
+        let tick = self.tick_ms();
+        self.paused
+            .iter()
+            .map(|p| {
+                let ticks_left = p.finish_by.saturating_sub(now_ms) / tick;
+                let len = self.buckets[p.bucket as usize].len() as u64;
+                (len.saturating_mul(2) / ticks_left.max(1)) as usize
+            })
+            .fold(0usize, usize::saturating_add)
+    }
+
+    fn advance_chunk(
+        &mut self,
+        now_ms: u64,
+        budget: usize,
+        background: bool,
+        mut expired: impl FnMut(T),
+    ) -> Advance {
+        // Every deadline is at most MAX_DEADLINE_MS, so a later `now` expires
+        // exactly what MAX_DEADLINE_MS does; clamping keeps every level's
+        // `current_time + interval` far from overflow.
+        let now_ms = now_ms.min(MAX_DEADLINE_MS);
+        let mut step = Advance::default();
+        loop {
+            if let Some(flush) = self.flushing {
+                if !self.final_pass(flush, budget, &mut step, &mut expired) {
+                    return step;
+                }
+                self.flushing = None;
+            }
+            if step.moved >= budget {
+                return step;
+            }
+            let next_due = self.queue.peek_expiration().filter(|&due| due <= now_ms);
+            // A paused pass must finish before anything due at or after its
+            // `finish_by` is taken: entries it has yet to move would be late,
+            // or its level's clock would pass the bucket and its slot could
+            // take entries of a later round.
+            // The paused pass with the least slack, if any, and whether it
+            // runs now: before a due bucket at or after its `finish_by`
+            // (entries it has yet to move would be late, or its level's clock
+            // would pass the bucket and its slot could take entries of a
+            // later round), or when nothing is due, in the background or
+            // once out of slack.
+            let most_urgent = self
+                .paused
+                .iter()
+                .enumerate()
+                .min_by_key(|(_, p)| p.finish_by)
+                .map(|(position, p)| (position, p.finish_by));
+            let run_paused = most_urgent.filter(|&(_, finish_by)| match next_due {
+                Some(due) => finish_by <= due,
+                None => background || finish_by <= now_ms,
+            });
+            if let Some((position, _)) = run_paused {
+                let paused = self.paused.remove(position);
+                self.pass(paused, budget, &mut step, &mut expired);
+                continue;
+            }
+            if next_due.is_none() {
+                // Safe with passes paused: each has `finish_by > now`, so no
+                // level's time reaches past a paused bucket's start (early
+                // pass) or range (final pass).
+                self.advance_levels(now_ms);
+                step.done = true;
+                return step;
+            }
+            let Some((due, bucket)) = self.queue.poll_due(now_ms) else {
+                continue;
+            };
+            let b = self.buckets[bucket as usize];
+            let level = bucket as usize / self.wheel_size as usize;
+            if b.expiration() == NO_EXPIRATION || b.cursor != NOT_PAUSED {
+                continue; // stale: flushed (or being passed over) since queued
+            }
+            debug_assert!(self.holds_one_round(bucket), "bucket {bucket} mixes rounds");
+            if due == b.expiration() {
+                step.buckets += 1;
+                self.advance_levels(due);
+                if level == 0 {
+                    self.flushing = Some(Flush { bucket, due });
+                } else {
+                    // The final pass: everything left fits the level below
+                    // now, and nothing left is due before `min_deadline`.
+                    self.buckets[bucket as usize].cursor = b.head();
+                    let finish_by = b.min_deadline;
+                    self.buckets[bucket as usize].min_deadline = u64::MAX;
+                    let paused = Paused {
+                        bucket,
+                        start: due,
+                        finish_by,
+                    };
+                    self.pass(paused, budget, &mut step, &mut expired);
+                }
+            } else if level > 0 && due == b.expiration().saturating_sub(self.lead(level)) {
+                step.buckets += 1;
+                self.advance_levels(due);
+                self.buckets[bucket as usize].cursor = b.head();
+                self.buckets[bucket as usize].min_deadline = u64::MAX;
+                let paused = Paused {
+                    bucket,
+                    start: due,
+                    finish_by: b.expiration(),
+                };
+                self.pass(paused, budget, &mut step, &mut expired);
+            }
+            // Otherwise stale: re-armed for another round since.
+        }
+    }
+
+    /// Moves the entries the level below can hold, resuming at the bucket's
+    /// cursor; entries that have become due are expired. When the budget
+    /// runs out first, the pass pauses: its cursor stays in the bucket and it
+    /// joins `paused`, to be resumed once nothing is due, or before anything
+    /// due at or after its `finish_by` is taken.
+    ///
+    /// At the end of an early pass, the bucket keeps the entries the level
+    /// below could not hold yet, and is queued again for its final pass at
+    /// its expiration; `min_deadline` is then the earliest of their
+    /// deadlines (or lower, if entries join the bucket later). A final pass
+    /// empties the bucket.
+    fn pass(
+        &mut self,
+        paused: Paused,
+        budget: usize,
+        step: &mut Advance,
+        expired: &mut impl FnMut(T),
+    ) {
+        let id = paused.bucket;
+        let level = id as usize / self.wheel_size as usize;
+        let below = self.levels[level - 1];
+        let horizon = below.current_time.saturating_add(below.interval);
+        let mut cursor = self.buckets[id as usize].cursor;
+        let mut kept_min = u64::MAX;
+        while cursor != NIL {
+            if step.moved >= budget {
+                let bucket = &mut self.buckets[id as usize];
+                bucket.cursor = cursor;
+                bucket.min_deadline = bucket.min_deadline.min(kept_min);
+                self.paused.push(paused);
+                return;
+            }
+            let index = cursor;
+            let slot = self.entries.slot(index);
+            cursor = slot.next;
+            let deadline = slot.deadline;
+            if deadline < horizon {
+                step.moved += 1;
+                self.buckets[id as usize].unlink(&mut self.entries, index);
+                if !self.place(index, deadline) {
+                    step.expired += 1;
+                    expired(self.entries.remove(index));
+                }
+            } else {
+                kept_min = kept_min.min(deadline);
+            }
+        }
+        let bucket = &mut self.buckets[id as usize];
+        bucket.cursor = NOT_PAUSED;
+        bucket.min_deadline = bucket.min_deadline.min(kept_min);
+        if bucket.is_empty() {
+            bucket.set_expiration(NO_EXPIRATION);
+            bucket.min_deadline = u64::MAX;
+        } else {
+            // The rest of the range waits for the final pass.
+            let expiration = bucket.expiration();
+            self.offer(expiration, id);
+        }
+    }
+
+    /// Moves (or expires) every entry of the bucket; returns whether the
+    /// pass is finished.
+    fn final_pass(
+        &mut self,
+        flush: Flush,
+        budget: usize,
+        step: &mut Advance,
+        expired: &mut impl FnMut(T),
+    ) -> bool {
+        let bucket = flush.bucket as usize;
+        while step.moved < budget {
+            let Some(index) = self.buckets[bucket].pop_front(&mut self.entries) else {
+                self.buckets[bucket].set_expiration(NO_EXPIRATION);
+                return true;
+            };
+            step.moved += 1;
+            let deadline = self.entries.slot(index).deadline;
+            if !self.place(index, deadline) {
+                step.expired += 1;
+                expired(self.entries.remove(index));
+            }
+        }
+        if self.buckets[bucket].is_empty() {
+            self.buckets[bucket].set_expiration(NO_EXPIRATION);
+            return true;
+        }
+        false
+    }
+}

@@ -1,0 +1,176 @@
+//! The wheel's levels: placing an entry in the bucket its deadline belongs
+//! to, moving the levels' clocks, and the invariant that a bucket never holds
+//! entries from two rounds of its level.
+
+use crate::bucket::Bucket;
+#[cfg(test)]
+use crate::entries::TimerHandle;
+use crate::entries::NIL;
+
+use super::TimingWheel;
+
+/// One level of the wheel: its granularity and its own current time.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Level {
+    /// Width of one bucket, ms.
+    pub(super) tick: u64,
+    /// `tick * wheel_size`, saturating: the span the level covers.
+    pub(super) interval: u64,
+    /// Start of the level's current bucket: a multiple of `tick`.
+    pub(super) current_time: u64,
+}
+
+/// Where a waiting task sits: for the crate's tests.
+#[cfg(test)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Position {
+    /// Wheel level, 0 being the finest.
+    pub(crate) level: usize,
+    /// Bucket index within the level: `(deadline / tick) % wheel_size`.
+    pub(crate) slot: usize,
+    /// The bucket's expiration: the start of the time range it covers.
+    pub(crate) bucket_expiration: u64,
+}
+
+impl<T> TimingWheel<T> {
+    /// Links entry `index` into the bucket its deadline belongs to; returns
+    /// `false` when the deadline has come (the entry stays unlinked).
+    pub(super) fn place(&mut self, index: u32, deadline: u64) -> bool {
+        let mut level = 0;
+        loop {
+            let Level {
+                tick,
+                interval,
+                current_time,
+            } = self.levels[level];
+            if deadline < current_time.saturating_add(tick) {
+                debug_assert_eq!(level, 0, "only level 0 expires entries");
+                return false;
+            }
+            if deadline < current_time.saturating_add(interval) {
+                let virtual_id = deadline / tick;
+                let id = level as u64 * self.wheel_size + virtual_id % self.wheel_size;
+                let id = id as u32;
+                let bucket = &mut self.buckets[id as usize];
+                bucket.push_back(id, &mut self.entries, index);
+                let expiration = virtual_id * tick;
+                if bucket.set_expiration(expiration) {
+                    // A new round of this slot: the entry just linked must be
+                    // the only one.
+                    bucket.min_deadline = deadline;
+                    debug_assert!(self.holds_one_round(id), "bucket {id} mixes rounds");
+                    let due = expiration.saturating_sub(self.lead(level));
+                    self.offer(due, id);
+                } else {
+                    bucket.min_deadline = bucket.min_deadline.min(deadline);
+                }
+                return true;
+            }
+            level += 1;
+            if level == self.levels.len() {
+                let below = self.levels[level - 1];
+                // Kafka: the overflow wheel starts at the current time of the
+                // level below (rounded down to its own tick).
+                self.push_level(below.interval, below.current_time);
+            }
+        }
+    }
+
+    pub(super) fn push_level(&mut self, tick: u64, start: u64) {
+        self.levels.push(Level {
+            tick,
+            interval: tick.saturating_mul(self.wheel_size),
+            current_time: start - start % tick,
+        });
+        self.buckets
+            .extend(std::iter::repeat_n(Bucket::EMPTY, self.wheel_size as usize));
+    }
+
+    /// Moves every level's time up to `time` (rounded down to its tick).
+    pub(super) fn advance_levels(&mut self, time: u64) {
+        for level in &mut self.levels {
+            if time >= level.current_time.saturating_add(level.tick) {
+                level.current_time = time - time % level.tick;
+            }
+        }
+    }
+
+    /// How long before its range starts a bucket of `level` is queued: half
+    /// its tick (rounded down to a tick of the level below, at least one),
+    /// zero at level 0.
+    ///
+    /// Cascading a coarse bucket is the costly part of expiry (a level-2
+    /// bucket can hold a twentieth of all pending tasks), and Kafka does it
+    /// when the bucket's range *starts*, so the tasks due first in that range
+    /// wait for the whole cascade. Here a coarse bucket is passed over twice,
+    /// and neither pass holds up tasks that are due:
+    ///
+    /// - an *early pass* at `expiration - lead`, when the level below
+    ///   already spans the first half of the bucket's range: it moves those
+    ///   entries down, and has `lead` ms before the first of them is due;
+    /// - a *final pass* at `expiration`, when the level below spans the whole
+    ///   range: it moves the rest, none of which is due before about
+    ///   `expiration + lead`.
+    ///
+    /// Both run in budget-sized slices; a slice gives way to buckets that are
+    /// due, unless the pass is about to run out of slack (see `Paused`).
+    pub(super) fn lead(&self, level: usize) -> u64 {
+        match level {
+            0 => 0,
+            _ => self.levels[level - 1]
+                .tick
+                .saturating_mul((self.wheel_size / 2).max(1)),
+        }
+    }
+
+    /// Whether every entry of bucket `id` belongs to the round its
+    /// expiration names: its deadline lies in `[expiration, expiration +
+    /// tick)` for the tick of the bucket's level. This is the invariant "a
+    /// bucket never holds entries from two rounds" (see the module docs),
+    /// written for debug assertions; it walks the bucket, O(its length).
+    pub(super) fn holds_one_round(&self, id: u32) -> bool {
+        let bucket = &self.buckets[id as usize];
+        let tick = self.levels[id as usize / self.wheel_size as usize].tick;
+        let start = bucket.expiration();
+        let mut at = bucket.head();
+        while at != NIL {
+            let slot = self.entries.slot(at);
+            if slot.deadline < start || slot.deadline - start >= tick {
+                return false;
+            }
+            at = slot.next;
+        }
+        true
+    }
+}
+
+/// Inspection for the crate's tests.
+#[cfg(test)]
+impl<T> TimingWheel<T> {
+    /// The level, slot and bucket expiration of a waiting task.
+    pub(crate) fn position(&self, handle: TimerHandle) -> Option<Position> {
+        let index = self.entries.resolve(handle)?;
+        let bucket = self.entries.slot(index).bucket as u64;
+        Some(Position {
+            level: (bucket / self.wheel_size) as usize,
+            slot: (bucket % self.wheel_size) as usize,
+            bucket_expiration: self.buckets[bucket as usize].expiration(),
+        })
+    }
+
+    /// The current time of wheel level `level` (a multiple of that level's
+    /// tick), if the level exists yet.
+    pub(crate) fn level_current_time(&self, level: usize) -> Option<u64> {
+        self.levels.get(level).map(|l| l.current_time)
+    }
+
+    /// The tick of wheel level `level`, if the level exists yet.
+    pub(crate) fn level_tick(&self, level: usize) -> Option<u64> {
+        self.levels.get(level).map(|l| l.tick)
+    }
+
+    /// The delay queue of this wheel's buckets.
+    pub(crate) fn delay_queue(&self) -> &crate::DelayQueue<u32> {
+        &self.queue
+    }
+}
