@@ -30,10 +30,11 @@
 //! `&'static` reference instead of an `Arc` (whose reference count the two
 //! producers would contend on); that is one allocation per run.
 
+use crate::measure::rss;
 use crate::peers::mutex_binary_heap::MutexHeapTimer;
 use crate::report::Record;
 use crate::rng::SplitMix64;
-use crate::{rss, stats, TargetCheck};
+use crate::{stats, TargetCheck};
 use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 use std::thread;

@@ -1,0 +1,49 @@
+//! `purgatory-bench w3`.
+
+use super::args::W3Args;
+use super::runner::{run_workload, strings, WorkloadSpec};
+use crate::w3;
+
+/// Runs W3 (or, in a child process, one implementation of it).
+pub(crate) fn run(a: &W3Args) -> Result<(), String> {
+    let params = w3::W3Params {
+        n: a.n,
+        producers: a.producers.max(1),
+        seed: a.common.seed,
+        max_delay_ms: a.max_delay_ms.max(1),
+    };
+    let p = params.clone();
+    let args = a.clone();
+    run_workload(
+        &a.common,
+        WorkloadSpec {
+            name: "w3".into(),
+            impls: w3::IMPLS,
+            default_rounds: 3,
+            spread: w3::SPREAD,
+            columns: w3::COLUMNS,
+            run_here: Box::new(move |name| w3::run(name, &p).map(|r| r.to_record())),
+            child_args: Box::new(move |name| {
+                strings(&[
+                    "w3",
+                    "--json",
+                    "--impl",
+                    name,
+                    "--n",
+                    &args.n.to_string(),
+                    "--producers",
+                    &args.producers.to_string(),
+                    "--seed",
+                    &args.common.seed.to_string(),
+                    "--max-delay-ms",
+                    &args.max_delay_ms.to_string(),
+                ])
+            }),
+            targets: w3::targets,
+            describe: format!(
+                "W3 concurrent adds: {} producers × {} tasks, delays 1..={} ms, seed {} (real clock, reaper running)",
+                params.producers, params.n, params.max_delay_ms, params.seed
+            ),
+        },
+    )
+}
