@@ -22,7 +22,7 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::fmt;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
@@ -123,10 +123,12 @@ struct Engine<'a> {
     false_evictions: usize,
     evictions: u64,
     last_progress: (u64, u64),
+    started: Instant,
 }
 
-/// Runs the simulation `config` describes, calling `on_progress` about once
-/// per simulated second, and returns its summary.
+/// Runs the simulation `config` describes, calling `on_progress` every
+/// [`SimConfig::progress_interval_ms`] of simulated time and at the end, and
+/// returns its summary.
 pub fn run(config: &SimConfig, on_progress: impl FnMut(&Progress)) -> Result<Summary, SimError> {
     config.validate()?;
     let purgatory_error = |err: purgatory::PurgatoryError| SimError::Purgatory(err.to_string());
@@ -177,6 +179,7 @@ impl<'a> Engine<'a> {
             false_evictions: 0,
             evictions: 0,
             last_progress: (0, 0),
+            started: Instant::now(),
         }
     }
 
@@ -205,7 +208,8 @@ impl<'a> Engine<'a> {
 
     fn run_loop(&mut self, mut on_progress: impl FnMut(&Progress)) {
         let end = self.config.duration_ms;
-        let mut next_progress = 1000;
+        let interval = self.config.progress_interval_ms();
+        let mut next_progress = interval;
         match &self.time {
             Time::Virtual(clock) => {
                 let clock = clock.clone();
@@ -215,7 +219,7 @@ impl<'a> Engine<'a> {
                     self.handle_due(t);
                     if t == next_progress || t == end {
                         on_progress(&self.progress(t));
-                        next_progress += 1000;
+                        next_progress += interval;
                     }
                 }
             }
@@ -224,7 +228,7 @@ impl<'a> Engine<'a> {
                 self.handle_due(now.min(end));
                 if now >= next_progress || now >= end {
                     on_progress(&self.progress(now.min(end)));
-                    next_progress = (now / 1000 + 1) * 1000;
+                    next_progress = (now / interval + 1) * interval;
                 }
                 if now >= end {
                     break;
@@ -327,8 +331,18 @@ impl<'a> Engine<'a> {
         self.last_progress = (t, heartbeats);
         let span_s = (t.saturating_sub(last_t)).max(1) as f64 / 1000.0;
         let purgatory = self.coordinator.purgatory();
+        let wall_ms = self.started.elapsed().as_millis() as u64;
+        let eta_ms = match self.time {
+            Time::Virtual(_) if t > 0 => {
+                let left = self.config.duration_ms.saturating_sub(t);
+                Some((wall_ms as u128 * left as u128 / t as u128) as u64)
+            }
+            _ => None,
+        };
         Progress {
             elapsed_ms: t,
+            wall_ms,
+            eta_ms,
             alive: self.coordinator.alive_members(),
             heartbeats_per_s: (heartbeats - last_heartbeats) as f64 / span_s,
             watched: purgatory.watched(),

@@ -52,6 +52,7 @@ mod summary;
 
 pub use config::{
     ConfigError, SimConfig, DETECTION_MARGIN_MS, JITTER_PERCENT, MAX_CONSUMERS, MAX_DURATION_MS,
+    MAX_PLANNED_HEARTBEATS, MAX_PROGRESS_LINES,
 };
 pub use engine::{run, SimError};
 pub use summary::{percentile, Progress, Summary};
