@@ -12,6 +12,9 @@
 //!   (`purgatory`) or through `check_and_complete` (`purgatory_check`).
 //! - [`w3`]: W3, concurrent adds on the real clock with a reaper running:
 //!   `timer::Timer` + `timer::Reaper` against [`peers::mutex_binary_heap`].
+//! - [`burst`]: N timer tasks sharing one deadline after a churn that
+//!   scatters the timer's arena (W4 phase D on the timer alone).
+//! - [`progress`]: progress lines on standard error while a run goes on.
 //! - [`wakeups`]: the CPU one wake-up costs, by primitive: the floor under
 //!   W2's CPU per request at paced rates.
 //! - [`rng`]: the seeded SplitMix64 every workload draws its delays from.
@@ -28,9 +31,11 @@
 //! [`report::Record`], and a list of target checks.
 #![warn(missing_docs, missing_debug_implementations)]
 
+pub mod burst;
 pub mod cli;
 pub mod measure;
 pub mod peers;
+pub mod progress;
 pub mod report;
 pub mod rng;
 pub mod stats;

@@ -30,12 +30,12 @@
 //! `&'static` reference instead of an `Arc` (whose reference count the two
 //! producers would contend on); that is one allocation per run.
 
+use crate::measure::lateness::Recorder;
 use crate::measure::rss;
 use crate::peers::mutex_binary_heap::MutexHeapTimer;
 use crate::report::Record;
 use crate::rng::SplitMix64;
 use crate::{stats, TargetCheck};
-use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -63,9 +63,6 @@ pub const COLUMNS: &[(&str, &str)] = &[
     ("peak RSS MB", "peak_rss_mb"),
     ("rounds", "rounds"),
 ];
-
-/// Lateness slot of a task that has not fired.
-const NOT_FIRED: i32 = i32::MIN;
 
 /// W3's parameters.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,75 +94,6 @@ impl W3Params {
     /// All tasks, across producers.
     pub fn total(&self) -> usize {
         self.n * self.producers
-    }
-}
-
-/// Where fired tasks record their lateness.
-#[derive(Debug)]
-pub struct Recorder {
-    origin: Instant,
-    late_us: Box<[AtomicI32]>,
-    fired: AtomicUsize,
-    early: AtomicUsize,
-    double: AtomicUsize,
-}
-
-impl Recorder {
-    /// A recorder for `tasks` tasks, its clock starting now.
-    pub fn new(tasks: usize) -> Self {
-        Recorder {
-            origin: Instant::now(),
-            late_us: (0..tasks).map(|_| AtomicI32::new(NOT_FIRED)).collect(),
-            fired: AtomicUsize::new(0),
-            early: AtomicUsize::new(0),
-            double: AtomicUsize::new(0),
-        }
-    }
-
-    /// Nanoseconds since the recorder's origin.
-    pub fn now_ns(&self) -> u64 {
-        u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
-    }
-
-    /// The instant the recorder counts from.
-    pub fn origin(&self) -> Instant {
-        self.origin
-    }
-
-    /// Task `idx`, due at `due_ns`, fires now.
-    pub fn record(&self, idx: u32, due_ns: u64) {
-        let late_ns = self.now_ns() as i64 - due_ns as i64;
-        if late_ns < 0 {
-            self.early.fetch_add(1, Ordering::Relaxed);
-        }
-        let late_us = late_ns
-            .div_euclid(1000)
-            .clamp(i64::from(NOT_FIRED) + 1, i64::from(i32::MAX)) as i32;
-        match self.late_us.get(idx as usize) {
-            Some(slot) if slot.swap(late_us, Ordering::Relaxed) == NOT_FIRED => {
-                self.fired.fetch_add(1, Ordering::Release);
-            }
-            _ => {
-                self.double.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-    }
-
-    /// Tasks fired so far (each counted once).
-    pub fn fired(&self) -> usize {
-        self.fired.load(Ordering::Acquire)
-    }
-
-    /// Lateness of every fired task in µs, sorted ascending.
-    pub fn sorted_lateness_us(&self) -> Vec<i32> {
-        let mut v: Vec<i32> = self
-            .late_us
-            .iter()
-            .map(|a| a.load(Ordering::Relaxed))
-            .filter(|&l| l != NOT_FIRED)
-            .collect();
-        v.sort_unstable();
-        v
     }
 }
 
@@ -353,8 +281,8 @@ fn drive(
         late_us,
         late_min_us: lateness.first().copied(),
         fired,
-        early: rec.early.load(Ordering::Relaxed),
-        double: rec.double.load(Ordering::Relaxed),
+        early: rec.early(),
+        double: rec.double(),
         missing: total.saturating_sub(fired),
         peak_rss_mb: rss::peak_rss_kb().map(|kb| kb as f64 / 1024.0),
     }
@@ -430,8 +358,8 @@ mod tests {
         }
         .run();
         assert_eq!(rec.fired(), 2);
-        assert_eq!(rec.early.load(Ordering::Relaxed), 1);
-        assert_eq!(rec.double.load(Ordering::Relaxed), 1);
+        assert_eq!(rec.early(), 1);
+        assert_eq!(rec.double(), 1);
         let l = rec.sorted_lateness_us();
         assert_eq!(l.len(), 2);
         assert!(l[0] < 0, "fired an hour early: {l:?}");

@@ -12,7 +12,7 @@ pub(crate) struct Common {
     #[arg(long, default_value_t = 42)]
     pub(crate) seed: u64,
     /// Rounds to run (implementations interleaved); medians are reported.
-    /// Default: 5 for W1, 1 for W2, 3 for W3.
+    /// Default: 5 for W1, 1 for W2, 3 for W3, 1 for the burst.
     #[arg(long)]
     pub(crate) rounds: Option<usize>,
     /// Run only these implementations (comma-separated).
@@ -103,4 +103,13 @@ pub(crate) struct WakeupsArgs {
     /// issued at whole milliseconds, as in W2).
     #[arg(long, default_value_t = 10_000.0)]
     pub(crate) rate: f64,
+}
+
+#[derive(Debug, Clone, Args)]
+pub(crate) struct BurstArgs {
+    #[command(flatten)]
+    pub(crate) common: Common,
+    /// Tasks sharing the deadline (and churned before it).
+    #[arg(long, default_value_t = 1_000_000)]
+    pub(crate) n: usize,
 }

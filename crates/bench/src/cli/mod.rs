@@ -9,6 +9,7 @@
 //!                    [--rounds R] [--json]
 //! purgatory-bench w3 [--n N] [--producers P] [--seed S] [--rounds R] [--json]
 //! purgatory-bench wakeups [--per-batch N] [--rate R] [--json]
+//! purgatory-bench burst [--n N] [--seed S] [--rounds R] [--json]
 //! ```
 //!
 //! By default every implementation runs in its own child process (this same
@@ -22,13 +23,14 @@
 //! both completion modes, and reports them in one table.
 
 mod args;
+mod burst;
 mod runner;
 mod w1;
 mod w2;
 mod w3;
 mod wakeups;
 
-use args::{W1Args, W2Args, W3Args, WakeupsArgs};
+use args::{BurstArgs, W1Args, W2Args, W3Args, WakeupsArgs};
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
@@ -52,6 +54,9 @@ enum Workload {
     W2(W2Args),
     /// W3: concurrent adds on the real clock with a reaper running.
     W3(W3Args),
+    /// N timer tasks sharing one deadline, after a churn that scatters the
+    /// timer's arena: how late the burst fires.
+    Burst(BurstArgs),
     /// The CPU one wake-up costs on this machine, by primitive, and the
     /// floor that puts under W2's CPU per request at a paced rate.
     Wakeups(WakeupsArgs),
@@ -66,6 +71,7 @@ pub fn main() -> ExitCode {
         Workload::W2(a) => w2::run(a),
         Workload::Wakeups(a) => wakeups::run(a),
         Workload::W3(a) => w3::run(a),
+        Workload::Burst(a) => burst::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -26,6 +26,8 @@ pub(crate) struct WorkloadSpec<'a> {
     /// Arguments for a child process that runs one implementation.
     pub(crate) child_args: ChildArgs<'a>,
     pub(crate) targets: fn(&[Record]) -> Vec<TargetCheck>,
+    /// Adds figures that compare rows of one run (after the medians).
+    pub(crate) annotate: fn(&mut [Record]),
     /// One line describing the parameters, for the table's heading.
     pub(crate) describe: String,
 }
@@ -100,10 +102,12 @@ pub(crate) fn measure(common: &Common, w: &WorkloadSpec<'_>) -> Result<Vec<Recor
             per_impl[slot].push(record);
         }
     }
-    Ok(per_impl
+    let mut merged: Vec<Record> = per_impl
         .iter()
         .filter_map(|rs| report::aggregate(rs, w.spread))
-        .collect())
+        .collect();
+    (w.annotate)(&mut merged);
+    Ok(merged)
 }
 
 /// Prints the merged records: JSON lines with `--json`, else a heading, the

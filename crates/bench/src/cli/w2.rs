@@ -64,6 +64,7 @@ pub(crate) fn run(a: &W2Args) -> Result<(), String> {
                 ])
             }),
             targets: w2::targets,
+            annotate: |_| {},
             describe: String::new(),
         }
     };

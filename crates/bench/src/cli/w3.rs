@@ -40,6 +40,7 @@ pub(crate) fn run(a: &W3Args) -> Result<(), String> {
                 ])
             }),
             targets: w3::targets,
+            annotate: |_| {},
             describe: format!(
                 "W3 concurrent adds: {} producers × {} tasks, delays 1..={} ms, seed {} (real clock, reaper running)",
                 params.producers, params.n, params.max_delay_ms, params.seed
