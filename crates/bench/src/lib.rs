@@ -33,6 +33,7 @@
 
 pub mod burst;
 pub mod cli;
+pub mod limits;
 pub mod measure;
 pub mod peers;
 pub mod progress;

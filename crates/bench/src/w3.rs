@@ -33,6 +33,7 @@
 use crate::measure::lateness::Recorder;
 use crate::measure::rss;
 use crate::peers::mutex_binary_heap::MutexHeapTimer;
+use crate::progress::Progress;
 use crate::report::Record;
 use crate::rng::SplitMix64;
 use crate::{stats, TargetCheck};
@@ -164,10 +165,14 @@ impl W3Result {
 }
 
 /// Runs implementation `impl_name` once.
-pub fn run(impl_name: &str, params: &W3Params) -> Result<W3Result, String> {
+pub fn run(
+    impl_name: &str,
+    params: &W3Params,
+    progress: &mut Progress,
+) -> Result<W3Result, String> {
     match impl_name {
-        "timer" => Ok(run_timer(params)),
-        "mutex_binary_heap" => Ok(run_mutex_binary_heap(params)),
+        "timer" => Ok(run_timer(params, progress)),
+        "mutex_binary_heap" => Ok(run_mutex_binary_heap(params, progress)),
         other => Err(format!(
             "unknown W3 implementation {other:?} (expected one of {IMPLS:?})"
         )),
@@ -175,11 +180,11 @@ pub fn run(impl_name: &str, params: &W3Params) -> Result<W3Result, String> {
 }
 
 /// W3 on this project's `timer::Timer` with its `Reaper`.
-pub fn run_timer(params: &W3Params) -> W3Result {
+pub fn run_timer(params: &W3Params, progress: &mut Progress) -> W3Result {
     rss::reset_peak();
     let timer: Arc<Timer<LateTask>> = Arc::new(Timer::new());
     let reaper = Reaper::start(timer.clone());
-    let result = drive("timer", params, |delay, task| {
+    let result = drive("timer", params, progress, |delay, task| {
         // A shut-down timer hands the task back; it then shows as missing.
         let _ = timer.add(delay, task);
     });
@@ -189,10 +194,10 @@ pub fn run_timer(params: &W3Params) -> W3Result {
 }
 
 /// W3 on the `Mutex<BinaryHeap>` + condvar reaper peer.
-pub fn run_mutex_binary_heap(params: &W3Params) -> W3Result {
+pub fn run_mutex_binary_heap(params: &W3Params, progress: &mut Progress) -> W3Result {
     rss::reset_peak();
     let heap = MutexHeapTimer::start(Instant::now());
-    let result = drive("mutex_binary_heap", params, |delay, task| {
+    let result = drive("mutex_binary_heap", params, progress, |delay, task| {
         heap.add(delay, task);
     });
     heap.shutdown();
@@ -205,6 +210,7 @@ pub fn run_mutex_binary_heap(params: &W3Params) -> W3Result {
 fn drive(
     impl_name: &'static str,
     params: &W3Params,
+    progress: &mut Progress,
     add: impl Fn(Duration, LateTask) + Sync,
 ) -> W3Result {
     let total = params.total();
@@ -222,6 +228,7 @@ fn drive(
         .collect();
     let rec: &'static Recorder = Box::leak(Box::new(Recorder::new(total)));
     let barrier = Barrier::new(params.producers + 1);
+    progress.phase("add", total as u64);
 
     let (start, end) = thread::scope(|s| {
         let producers: Vec<_> = delays
@@ -260,7 +267,9 @@ fn drive(
     drop(delays);
 
     let give_up = end + Duration::from_millis(params.max_delay_ms) + Duration::from_secs(30);
+    progress.phase("fire", total as u64);
     while rec.fired() < total && Instant::now() < give_up {
+        progress.update(rec.fired() as u64);
         thread::sleep(Duration::from_millis(5));
     }
 
@@ -378,14 +387,14 @@ mod tests {
 
     #[test]
     fn our_timer_is_correct() {
-        let r = run_timer(&small());
+        let r = run_timer(&small(), &mut Progress::quiet());
         assert_eq!(r.fired, 4_000);
         assert_eq!((r.early, r.double, r.missing), (0, 0, 0));
     }
 
     #[test]
     fn mutex_binary_heap_peer_is_correct() {
-        let r = run_mutex_binary_heap(&small());
+        let r = run_mutex_binary_heap(&small(), &mut Progress::quiet());
         assert_eq!(r.fired, 4_000);
         assert_eq!((r.early, r.double, r.missing), (0, 0, 0));
         let rec = r.to_record();

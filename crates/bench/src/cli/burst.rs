@@ -1,9 +1,15 @@
 //! `purgatory-bench burst`.
 
 use super::args::BurstArgs;
-use super::runner::{run_workload, strings, WorkloadSpec};
+use super::runner::{run_workload, strings, validate_common, WorkloadSpec};
 use crate::burst;
 use crate::progress::Progress;
+
+/// Refuses what `run` cannot run meaningfully.
+pub(crate) fn validate(a: &BurstArgs) -> Result<(), String> {
+    validate_common(&a.common, burst::IMPLS)?;
+    Ok(())
+}
 
 /// Runs the burst (or, in a child process, one implementation of it).
 pub(crate) fn run(a: &BurstArgs) -> Result<(), String> {

@@ -66,6 +66,18 @@ enum Workload {
 /// process's exit code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Bad input is refused before anything runs, with clap's exit code.
+    let checked = match &cli.workload {
+        Workload::W1(a) => w1::validate(a),
+        Workload::W2(a) => w2::validate(a),
+        Workload::Wakeups(_) => Ok(()),
+        Workload::W3(a) => w3::validate(a),
+        Workload::Burst(a) => burst::validate(a),
+    };
+    if let Err(e) = checked {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
     let result = match &cli.workload {
         Workload::W1(a) => w1::run(a),
         Workload::W2(a) => w2::run(a),

@@ -57,9 +57,34 @@ pub(crate) fn run_workload(common: &Common, w: WorkloadSpec<'_>) -> Result<(), S
     Ok(())
 }
 
+/// Refuses `--only` and `--impl` names that are not among `impls`.
+///
+/// # Errors
+/// A message naming the flag and the valid names.
+pub(crate) fn validate_common(common: &Common, impls: &[&str]) -> Result<(), String> {
+    let valid = || impls.join(", ");
+    for o in &common.only {
+        if !impls.contains(&o.as_str()) {
+            return Err(format!(
+                "--only: unknown implementation {o:?} (valid: {})",
+                valid()
+            ));
+        }
+    }
+    if let Some(name) = &common.child_impl {
+        if !impls.contains(&name.as_str()) {
+            return Err(format!(
+                "--impl: unknown implementation {name:?} (valid: {})",
+                valid()
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The number of rounds to run.
 pub(crate) fn rounds(common: &Common, w: &WorkloadSpec<'_>) -> usize {
-    common.rounds.unwrap_or(w.default_rounds).max(1)
+    common.rounds.unwrap_or(w.default_rounds)
 }
 
 /// Runs every selected implementation for several interleaved rounds (each

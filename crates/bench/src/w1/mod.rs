@@ -50,6 +50,7 @@ pub use peers::{run_binary_heap, run_tokio_delay_queue};
 pub use result::W1Result;
 pub use wheel::run_timer;
 
+use crate::progress::Progress;
 use crate::report::Record;
 use crate::TargetCheck;
 
@@ -83,13 +84,17 @@ pub const COLUMNS: &[(&str, &str)] = &[
 ];
 
 /// Runs implementation `impl_name` once.
-pub fn run(impl_name: &str, params: &W1Params) -> Result<W1Result, String> {
+pub fn run(
+    impl_name: &str,
+    params: &W1Params,
+    progress: &mut Progress,
+) -> Result<W1Result, String> {
     match impl_name {
-        "timer" => run_timer(params),
-        "binary_heap" => Ok(run_binary_heap(params)),
-        "tokio_delay_queue" => run_tokio_delay_queue(params),
+        "timer" => run_timer(params, progress),
+        "binary_heap" => Ok(run_binary_heap(params, progress)),
+        "tokio_delay_queue" => run_tokio_delay_queue(params, progress),
         #[cfg(feature = "nexus")]
-        "nexus_timer" => nexus::run_nexus_timer(params),
+        "nexus_timer" => nexus::run_nexus_timer(params, progress),
         #[cfg(not(feature = "nexus"))]
         "nexus_timer" => Err("nexus_timer needs the runner built with `--features nexus`".into()),
         other => Err(format!(
@@ -171,7 +176,7 @@ pub fn targets(records: &[Record]) -> Vec<TargetCheck> {
             format!("timer bytes_per_task = {b:.1} (target ≤ 48)"),
             b <= 48.0,
         )),
-        None => checks.push(TargetCheck::unknown("timer bytes_per_task (no /proc)")),
+        None => checks.push(TargetCheck::unknown("timer bytes_per_task (not measured)")),
     }
     checks
 }
@@ -205,11 +210,14 @@ mod tests {
 
     #[test]
     fn records_carry_the_required_fields() {
-        let rec = run_binary_heap(&W1Params {
-            n: 100,
-            seed: 42,
-            max_delay_ms: 100,
-        })
+        let rec = run_binary_heap(
+            &W1Params {
+                n: 100,
+                seed: 42,
+                max_delay_ms: 100,
+            },
+            &mut Progress::quiet(),
+        )
         .to_record();
         for f in [
             "workload",

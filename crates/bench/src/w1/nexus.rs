@@ -20,6 +20,7 @@ use super::params::W1Params;
 use super::result::W1Result;
 use super::tally::Tally;
 use crate::measure::rss::MemWindow;
+use crate::progress::Progress;
 use nexus_timer::{BoundedWheel, WheelBuilder};
 use std::time::{Duration, Instant};
 
@@ -30,13 +31,14 @@ fn ms_of(epoch: Instant, at: Instant) -> u64 {
 }
 
 /// W1 on nexus-timer's wheel.
-pub fn run_nexus_timer(params: &W1Params) -> Result<W1Result, String> {
+pub fn run_nexus_timer(params: &W1Params, progress: &mut Progress) -> Result<W1Result, String> {
     let n = params.n;
     let mut tally = Tally::new(params);
     let epoch = Instant::now();
     let at = |ms: u64| epoch + Duration::from_millis(ms);
 
     // Add.
+    progress.phase("add", params.n as u64);
     let mem = MemWindow::open();
     let t = Instant::now();
     let mut wheel: BoundedWheel<u64> = WheelBuilder::default()
@@ -52,6 +54,7 @@ pub fn run_nexus_timer(params: &W1Params) -> Result<W1Result, String> {
 
     // Cancel the even tasks; release the odd ones' handles.
     let mut failed_cancels = 0;
+    progress.phase("cancel", params.n.div_ceil(2) as u64);
     let t = Instant::now();
     for (i, h) in handles.into_iter().enumerate() {
         if i % 2 == 0 {
@@ -70,6 +73,7 @@ pub fn run_nexus_timer(params: &W1Params) -> Result<W1Result, String> {
     let horizon = params.horizon_ms();
     let mut buf = Vec::new();
     let mut now = 0;
+    progress.phase("expire", (params.n / 2) as u64);
     let t = Instant::now();
     while let Some(next) = wheel.next_deadline() {
         let next_ms = ms_of(epoch, next);
@@ -111,7 +115,7 @@ mod tests {
 
     #[test]
     fn nexus_timer_peer_is_correct() {
-        let r = run_nexus_timer(&small()).unwrap();
+        let r = run_nexus_timer(&small(), &mut Progress::quiet()).unwrap();
         assert_correct(&r);
         assert_eq!(r.end_ms, 3_001);
     }

@@ -19,6 +19,7 @@ use super::params::W2Params;
 use super::result::W2Result;
 use super::samples::{choose_keys, intervals_ms, latencies_ms, LogNormal, SampleSummary};
 use crate::measure::{cpu_since, process_cpu, rss, thread_cpu, WakeupCost};
+use crate::progress::Progress;
 use purgatory::{Operation, Purgatory};
 use std::sync::atomic::Ordering;
 use std::thread;
@@ -59,7 +60,12 @@ impl Default for Generated {
 /// thread, generate the requests on this thread, wait for every request to
 /// complete or expire (or for the timeout plus 30 s after the last request),
 /// and gather the figures.
-pub(crate) fn drive(impl_name: &'static str, params: &W2Params, check: bool) -> W2Result {
+pub(crate) fn drive(
+    impl_name: &'static str,
+    params: &W2Params,
+    check: bool,
+    progress: &mut Progress,
+) -> W2Result {
     let n = params.num;
     let keys_owned = choose_keys(params.seed, params.keys, params.key_space_size);
     let keys: Vec<&'static str> = keys_owned
@@ -69,6 +75,7 @@ pub(crate) fn drive(impl_name: &'static str, params: &W2Params, check: bool) -> 
     let latencies = latencies_ms(params.seed, n, LogNormal::new(params.pct50, params.pct75));
     let intervals = intervals_ms(params.seed, n, params.rate);
     let samples = SampleSummary::of(&latencies, &intervals);
+    progress.phase("measure wake-up costs", 0);
     let wakeup_cost = WakeupCost::measure();
     rss::reset_peak();
 
@@ -103,7 +110,8 @@ pub(crate) fn drive(impl_name: &'static str, params: &W2Params, check: bool) -> 
         let mut gen = Generated::default();
         let mut arrival_ms = ctx.read_clock_ms();
         let mut last_ms = u64::MAX;
-        for (&gap, &latency) in intervals.iter().zip(&latencies) {
+        progress.phase("issue", n as u64);
+        for (issued, (&gap, &latency)) in intervals.iter().zip(&latencies).enumerate() {
             arrival_ms += u64::from(gap);
             let mut now_ms = ctx.read_clock_ms();
             if arrival_ms > now_ms {
@@ -121,6 +129,7 @@ pub(crate) fn drive(impl_name: &'static str, params: &W2Params, check: bool) -> 
                 queue.push_all(&mut handover);
                 queue.wake_if_due(now_ms);
                 last_ms = now_ms;
+                progress.update(issued as u64);
             }
             let latency = u64::from(latency);
             let due_ms = now_ms + latency;
@@ -144,6 +153,7 @@ pub(crate) fn drive(impl_name: &'static str, params: &W2Params, check: bool) -> 
 
         // Keep the clock going for the completion thread until its queue
         // is empty, then let it finish.
+        progress.phase("complete the last due requests", 0);
         let tail_cpu0 = thread_cpu();
         queue.push_all(&mut handover);
         queue.close();
@@ -165,6 +175,7 @@ pub(crate) fn drive(impl_name: &'static str, params: &W2Params, check: bool) -> 
     let completed = gen.immediate + completer.completed;
     let target = n as u64 - gen.rejected;
     let give_up = gen.end + Duration::from_millis(timeout_ms) + Duration::from_secs(30);
+    progress.phase("wait for expirations", 0);
     ctx.wait_for_expirations(target.saturating_sub(completed), give_up);
     let elapsed = start.elapsed();
     let cpu = cpu_since(cpu0, process_cpu());
@@ -231,7 +242,7 @@ mod tests {
 
     #[test]
     fn force_mode_end_to_end() {
-        let r = run("purgatory", &tiny(2_000)).unwrap();
+        let r = run("purgatory", &tiny(2_000), &mut Progress::quiet()).unwrap();
         assert_sound(&r);
         assert_eq!(r.checks, 0);
         let rec = r.to_record();
@@ -257,7 +268,7 @@ mod tests {
             hasher: W2Hasher::Fx,
             ..tiny(2_000)
         };
-        let r = run("purgatory_check", &params).unwrap();
+        let r = run("purgatory_check", &params, &mut Progress::quiet()).unwrap();
         assert_sound(&r);
         assert_eq!(r.to_record().str("hasher"), Some("fx"));
         for h in [W2Hasher::Std, W2Hasher::Fx] {
@@ -268,10 +279,11 @@ mod tests {
 
     #[test]
     fn check_mode_end_to_end() {
-        let r = run("purgatory_check", &tiny(2_000)).unwrap();
+        let r = run("purgatory_check", &tiny(2_000), &mut Progress::quiet()).unwrap();
         assert_sound(&r);
         assert!(r.checks > 0);
-        assert!(run("nope", &tiny(1)).is_err());
-        assert!(run("purgatory", &W2Params { keys: 0, ..tiny(1) }).is_err());
+        assert!(run("nope", &tiny(1), &mut Progress::quiet()).is_err());
+        let no_keys = W2Params { keys: 0, ..tiny(1) };
+        assert!(run("purgatory", &no_keys, &mut Progress::quiet()).is_err());
     }
 }

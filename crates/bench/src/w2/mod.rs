@@ -77,6 +77,7 @@ pub use params::W2Params;
 pub use result::W2Result;
 pub use samples::{choose_keys, intervals_ms, latencies_ms, LogNormal, SampleSummary, Z75};
 
+use crate::progress::Progress;
 use crate::report::Record;
 use crate::TargetCheck;
 
@@ -124,11 +125,15 @@ pub const COLUMNS: &[(&str, &str)] = &[
 ///
 /// # Errors
 /// An unknown mode or bad parameters.
-pub fn run(impl_name: &str, params: &W2Params) -> Result<W2Result, String> {
+pub fn run(
+    impl_name: &str,
+    params: &W2Params,
+    progress: &mut Progress,
+) -> Result<W2Result, String> {
     params.validate()?;
     match impl_name {
-        "purgatory" => Ok(drive::drive("purgatory", params, false)),
-        "purgatory_check" => Ok(drive::drive("purgatory_check", params, true)),
+        "purgatory" => Ok(drive::drive("purgatory", params, false, progress)),
+        "purgatory_check" => Ok(drive::drive("purgatory_check", params, true, progress)),
         other => Err(format!(
             "unknown W2 implementation {other:?} (expected one of {IMPLS:?})"
         )),
@@ -183,6 +188,10 @@ pub fn targets(records: &[Record]) -> Vec<TargetCheck> {
                 (Some(w), Some(rest)) if n > 0.0 => {
                     format!("; wake-ups {:.3} of it, the rest {rest:.3}", w * 1000.0 / n)
                 }
+                (Some(w), None) if n > 0.0 => format!(
+                    "; wake-ups not split out: priced at {:.3}, more than the whole",
+                    w * 1000.0 / n
+                ),
                 _ => String::new(),
             };
             match r.num("cpu_us_per_request") {
@@ -249,5 +258,13 @@ mod tests {
              (target ≤ 2; wake-ups 5.000 of it, the rest 2.000)"
         );
         assert_eq!(checks[2].met, miss);
+        // A wake-up estimate above the whole is not split out.
+        let over = row("purgatory", 10_000, 10_000, 5.3, 0).with("cpu_wakeups_ms", 0.071);
+        let checks = targets(&[over]);
+        assert_eq!(
+            checks[2].description,
+            "purgatory (10 at 10000/s): CPU 5.300 µs/request \
+             (target ≤ 2; wake-ups not split out: priced at 7.100, more than the whole)"
+        );
     }
 }
