@@ -31,7 +31,7 @@
 
 use crate::measure::lateness::Recorder;
 use crate::measure::rss;
-use crate::progress::Progress;
+use crate::progress::{wait_for, Progress};
 use crate::report::Record;
 use crate::rng::SplitMix64;
 use crate::{stats, TargetCheck};
@@ -234,27 +234,6 @@ pub fn run(
         other => Err(format!(
             "unknown burst implementation {other:?} (expected one of {IMPLS:?})"
         )),
-    }
-}
-
-/// Waits until `done()` reaches `goal` or `give_up` passes, reporting
-/// progress; returns whether the goal was reached.
-fn wait_for(
-    goal: usize,
-    give_up: Instant,
-    progress: &mut Progress,
-    done: impl Fn() -> usize,
-) -> bool {
-    loop {
-        let d = done();
-        progress.update(d as u64);
-        if d >= goal {
-            return true;
-        }
-        if Instant::now() >= give_up {
-            return false;
-        }
-        thread::sleep(Duration::from_millis(2));
     }
 }
 

@@ -43,6 +43,7 @@ pub mod stats;
 pub mod w1;
 pub mod w2;
 pub mod w3;
+pub mod w4;
 pub mod wakeups;
 
 /// The global allocator the runner was built with: `"mimalloc"` with the

@@ -103,6 +103,27 @@ impl Progress {
     }
 }
 
+/// Waits until `done()` reaches `goal` or `give_up` passes, polling every
+/// 2 ms and reporting to `progress`; returns whether the goal was reached.
+pub fn wait_for(
+    goal: usize,
+    give_up: Instant,
+    progress: &mut Progress,
+    done: impl Fn() -> usize,
+) -> bool {
+    loop {
+        let d = done();
+        progress.update(d as u64);
+        if d >= goal {
+            return true;
+        }
+        if Instant::now() >= give_up {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

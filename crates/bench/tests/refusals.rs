@@ -32,6 +32,15 @@ fn counts_must_be_positive_and_bounded() {
     refused(&["burst", "--n", "0"], &["--n", COUNT]);
     refused(&["burst", "--n", "-1"], &["--n", COUNT]);
     refused(
+        &["w4", "--pending", "0"],
+        &["--pending", "from 1 to 20000000"],
+    );
+    refused(
+        &["w4", "--pending", "50000000"],
+        &["--pending", "from 1 to 20000000"],
+    );
+    refused(&["w4", "--keys", "-1"], &["--keys", "from 0 to 20000000"]);
+    refused(
         &["w3", "--n", "60000000", "--producers", "2"],
         &["--n × --producers", "at most 100000000"],
     );
@@ -39,7 +48,7 @@ fn counts_must_be_positive_and_bounded() {
 
 #[test]
 fn rounds_and_producers_are_never_silently_one() {
-    for w in ["w1", "w2", "w3", "burst"] {
+    for w in ["w1", "w2", "w3", "w4", "burst"] {
         refused(&[w, "--rounds", "0"], &["--rounds", "from 1 to 1000"]);
     }
     refused(&["w1", "--rounds", "-2"], &["--rounds", "got -2"]);

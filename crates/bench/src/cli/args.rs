@@ -13,7 +13,7 @@ pub(crate) struct Common {
     #[arg(long, default_value_t = 42, value_parser = limits::seed, allow_negative_numbers = true)]
     pub(crate) seed: u64,
     /// Rounds to run (implementations interleaved); medians are reported.
-    /// Default: 5 for W1, 1 for W2, 3 for W3, 1 for the burst.
+    /// Default: 5 for W1, 1 for W2, 3 for W3, 1 for W4 and the burst.
     #[arg(long, value_parser = limits::rounds, allow_negative_numbers = true)]
     pub(crate) rounds: Option<usize>,
     /// Run only these implementations (comma-separated).
@@ -113,4 +113,21 @@ pub(crate) struct BurstArgs {
     /// Tasks sharing the deadline (and churned before it).
     #[arg(long, default_value_t = 1_000_000, value_parser = limits::count, allow_negative_numbers = true)]
     pub(crate) n: usize,
+}
+
+#[derive(Debug, Clone, Args)]
+pub(crate) struct W4Args {
+    #[command(flatten)]
+    pub(crate) common: Common,
+    /// Operations per phase.
+    #[arg(long, default_value_t = 1_000_000, value_parser = limits::pending, allow_negative_numbers = true)]
+    pub(crate) pending: usize,
+    /// Keys the operations are spread over (each operation watches one);
+    /// 0 gives every operation its own key.
+    #[arg(long, default_value_t = 100_000, value_parser = limits::w4_keys, allow_negative_numbers = true)]
+    pub(crate) keys: usize,
+    /// Timeout of phase C's operations, ms (phases A and E use 300 s, so
+    /// that nothing expires before it is checked or shut down).
+    #[arg(long, default_value_t = 100, value_parser = limits::delay_ms, allow_negative_numbers = true)]
+    pub(crate) timeout_ms: u64,
 }

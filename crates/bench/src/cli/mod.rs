@@ -10,6 +10,8 @@
 //! purgatory-bench w3 [--n N] [--producers P] [--seed S] [--rounds R] [--json]
 //! purgatory-bench wakeups [--per-batch N] [--rate R] [--json]
 //! purgatory-bench burst [--n N] [--seed S] [--rounds R] [--json]
+//! purgatory-bench w4 [--pending N] [--keys K] [--timeout-ms MS] [--seed S]
+//!                    [--rounds R] [--json]
 //! ```
 //!
 //! By default every implementation runs in its own child process (this same
@@ -28,9 +30,10 @@ mod runner;
 mod w1;
 mod w2;
 mod w3;
+mod w4;
 mod wakeups;
 
-use args::{BurstArgs, W1Args, W2Args, W3Args, WakeupsArgs};
+use args::{BurstArgs, W1Args, W2Args, W3Args, W4Args, WakeupsArgs};
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
@@ -57,6 +60,10 @@ enum Workload {
     /// N timer tasks sharing one deadline, after a churn that scatters the
     /// timer's arena: how late the burst fires.
     Burst(BurstArgs),
+    /// W4: millions of pending operations, phases A–E (fill, check,
+    /// expiry, burst, shutdown), the purgatory against a tokio task per
+    /// operation.
+    W4(W4Args),
     /// The CPU one wake-up costs on this machine, by primitive, and the
     /// floor that puts under W2's CPU per request at a paced rate.
     Wakeups(WakeupsArgs),
@@ -73,6 +80,7 @@ pub fn main() -> ExitCode {
         Workload::Wakeups(_) => Ok(()),
         Workload::W3(a) => w3::validate(a),
         Workload::Burst(a) => burst::validate(a),
+        Workload::W4(a) => w4::validate(a),
     };
     if let Err(e) = checked {
         eprintln!("error: {e}");
@@ -84,6 +92,7 @@ pub fn main() -> ExitCode {
         Workload::Wakeups(a) => wakeups::run(a),
         Workload::W3(a) => w3::run(a),
         Workload::Burst(a) => burst::run(a),
+        Workload::W4(a) => w4::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

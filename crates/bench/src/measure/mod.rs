@@ -4,6 +4,7 @@
 
 pub mod child;
 pub mod cpu;
+pub mod histogram;
 pub mod lateness;
 pub mod rss;
 pub mod wakeup_cost;
