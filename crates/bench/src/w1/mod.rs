@@ -12,7 +12,7 @@
 //!   `advance(now, …)` until the next expiration is past the horizon.
 //! - `binary_heap`: [`LazyCancelHeap`](crate::peers::binary_heap::LazyCancelHeap), stepping to the top of the heap.
 //! - `nexus_timer` (with the `nexus` feature): nexus-timer's wheel with its
-//!   own defaults ([`nexus`]).
+//!   own defaults (module `nexus`).
 //! - `tokio_delay_queue`: tokio-util's `DelayQueue<u64>` inside a
 //!   current-thread runtime started paused; the runtime's paused clock
 //!   auto-advances to the queue's next timer whenever the queue is pending.
@@ -22,7 +22,7 @@
 //! implementation alike. Generating the deadlines does not count anywhere.
 //!
 //! Memory: `bytes_per_task` is the growth of peak RSS over the add phase
-//! divided by N ([`MemWindow`]). It includes the handle `Vec` the harness
+//! divided by N ([`MemWindow`](crate::measure::rss::MemWindow)). It includes the handle `Vec` the harness
 //! keeps for cancelling (8 B per task for `timer` and `tokio_delay_queue`;
 //! the heap cancels by its dense id and keeps a 1-byte state per task
 //! instead), as the reference measurements did. The deadline array is
@@ -34,7 +34,7 @@
 //! `N/2` tasks (the odd indices) must fire, with `early` and `bad` at 0.
 //!
 //! One module per implementation ([`wheel`], [`peers`], `nexus`), the bookkeeping
-//! they share ([`tally`]), and the parameters and figures ([`params`],
+//! they share (`tally`), and the parameters and figures ([`params`],
 //! [`result`]).
 
 #[cfg(feature = "nexus")]

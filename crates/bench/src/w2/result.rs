@@ -9,7 +9,7 @@ use std::time::Duration;
 /// The figures of one W2 run of one completion mode.
 #[derive(Debug, Clone, PartialEq)]
 pub struct W2Result {
-    /// Mode name (one of [`IMPLS`]).
+    /// Mode name (one of [`IMPLS`](super::IMPLS)).
     pub impl_name: &'static str,
     /// The parameters it ran with.
     pub params: W2Params,
