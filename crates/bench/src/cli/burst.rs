@@ -1,7 +1,7 @@
 //! `purgatory-bench burst`.
 
 use super::args::BurstArgs;
-use super::runner::{run_workload, strings, validate_common, WorkloadSpec};
+use super::runner::{child_command, run_workload, validate_common, WorkloadSpec};
 use crate::burst;
 use crate::progress::Progress;
 
@@ -32,16 +32,14 @@ pub(crate) fn run(a: &BurstArgs) -> Result<(), String> {
                 burst::run(name, &p, &mut Progress::new(name)).map(|r| r.to_record())
             }),
             child_args: Box::new(move |name| {
-                strings(&[
+                child_command(
                     "burst",
-                    "--json",
-                    "--impl",
                     name,
-                    "--n",
-                    &args.n.to_string(),
-                    "--seed",
-                    &args.common.seed.to_string(),
-                ])
+                    &[
+                        ("--n", args.n.to_string()),
+                        ("--seed", args.common.seed.to_string()),
+                    ],
+                )
             }),
             targets: burst::targets,
             annotate: |_| {},

@@ -32,6 +32,18 @@ pub(crate) struct WorkloadSpec<'a> {
     pub(crate) describe: String,
 }
 
+/// The arguments of a child process that runs implementation `name` of
+/// `workload` once with `flags` (each flag and its value) and prints its
+/// JSON line.
+pub(crate) fn child_command(workload: &str, name: &str, flags: &[(&str, String)]) -> Vec<String> {
+    let mut args = strings(&[workload, "--json", "--impl", name]);
+    for (flag, value) in flags {
+        args.push((*flag).to_string());
+        args.push(value.clone());
+    }
+    args
+}
+
 /// Owned copies of `args`.
 pub(crate) fn strings(args: &[&str]) -> Vec<String> {
     args.iter().map(|s| s.to_string()).collect()

@@ -1,7 +1,7 @@
 //! `purgatory-bench w1`.
 
 use super::args::W1Args;
-use super::runner::{run_workload, strings, validate_common, WorkloadSpec};
+use super::runner::{child_command, run_workload, validate_common, WorkloadSpec};
 use crate::progress::Progress;
 use crate::w1;
 
@@ -32,18 +32,15 @@ pub(crate) fn run(a: &W1Args) -> Result<(), String> {
                 w1::run(name, &p, &mut Progress::new(name)).map(|r| r.to_record())
             }),
             child_args: Box::new(move |name| {
-                strings(&[
+                child_command(
                     "w1",
-                    "--json",
-                    "--impl",
                     name,
-                    "--n",
-                    &args.n.to_string(),
-                    "--seed",
-                    &args.common.seed.to_string(),
-                    "--max-delay-ms",
-                    &args.max_delay_ms.to_string(),
-                ])
+                    &[
+                        ("--n", args.n.to_string()),
+                        ("--seed", args.common.seed.to_string()),
+                        ("--max-delay-ms", args.max_delay_ms.to_string()),
+                    ],
+                )
             }),
             targets: w1::targets,
             annotate: w1::annotate,

@@ -1,7 +1,7 @@
 //! `purgatory-bench w3`.
 
 use super::args::W3Args;
-use super::runner::{run_workload, strings, validate_common, WorkloadSpec};
+use super::runner::{child_command, run_workload, validate_common, WorkloadSpec};
 use crate::progress::Progress;
 use crate::{limits, w3};
 
@@ -42,20 +42,16 @@ pub(crate) fn run(a: &W3Args) -> Result<(), String> {
                 w3::run(name, &p, &mut Progress::new(name)).map(|r| r.to_record())
             }),
             child_args: Box::new(move |name| {
-                strings(&[
+                child_command(
                     "w3",
-                    "--json",
-                    "--impl",
                     name,
-                    "--n",
-                    &args.n.to_string(),
-                    "--producers",
-                    &args.producers.to_string(),
-                    "--seed",
-                    &args.common.seed.to_string(),
-                    "--max-delay-ms",
-                    &args.max_delay_ms.to_string(),
-                ])
+                    &[
+                        ("--n", args.n.to_string()),
+                        ("--producers", args.producers.to_string()),
+                        ("--seed", args.common.seed.to_string()),
+                        ("--max-delay-ms", args.max_delay_ms.to_string()),
+                    ],
+                )
             }),
             targets: w3::targets,
             annotate: |_| {},

@@ -1,7 +1,7 @@
 //! `purgatory-bench w4`.
 
 use super::args::W4Args;
-use super::runner::{run_workload, strings, validate_common, WorkloadSpec};
+use super::runner::{child_command, run_workload, validate_common, WorkloadSpec};
 use crate::progress::Progress;
 use crate::w4;
 
@@ -37,20 +37,16 @@ pub(crate) fn run(a: &W4Args) -> Result<(), String> {
                 w4::run(name, &p, &mut Progress::new(name)).map(|r| r.to_record())
             }),
             child_args: Box::new(move |name| {
-                strings(&[
+                child_command(
                     "w4",
-                    "--json",
-                    "--impl",
                     name,
-                    "--pending",
-                    &args.pending.to_string(),
-                    "--keys",
-                    &args.keys.to_string(),
-                    "--timeout-ms",
-                    &args.timeout_ms.to_string(),
-                    "--seed",
-                    &args.common.seed.to_string(),
-                ])
+                    &[
+                        ("--pending", args.pending.to_string()),
+                        ("--keys", args.keys.to_string()),
+                        ("--timeout-ms", args.timeout_ms.to_string()),
+                        ("--seed", args.common.seed.to_string()),
+                    ],
+                )
             }),
             targets: w4::targets,
             annotate: |_| {},

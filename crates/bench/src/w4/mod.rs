@@ -34,11 +34,11 @@ pub mod phase;
 pub mod tokio_notify;
 
 use crate::measure::rss;
-use crate::progress::Progress;
+use crate::progress::{wait_for, Progress};
 use crate::report::Record;
 use crate::TargetCheck;
 use phase::Phase;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The fields every W4 JSON line carries (the interface).
 pub const REQUIRED_FIELDS: &[&str] = &[
@@ -95,6 +95,34 @@ const GIVE_UP: Duration = Duration::from_secs(120);
 /// time plus 100 ms, so that the fill ends before it.
 fn burst_margin_ns(fill: Duration) -> u64 {
     u64::try_from(fill.as_nanos() * 2).unwrap_or(u64::MAX / 2) + 100_000_000
+}
+
+/// Phases C and D on an implementation whose `fill(phase, progress,
+/// timeout_ns)` watches `pending` operations of `phase`, operation by
+/// operation with the timeout `timeout_ns(now_ns)`, and returns how many it
+/// refused; `watch` is phase A's time. Returns the refused count.
+fn expiry_and_burst(
+    params: &W4Params,
+    [c, d]: [&'static Phase; 2],
+    watch: Duration,
+    progress: &mut Progress,
+    mut fill: impl FnMut(&'static Phase, &mut Progress, &dyn Fn(u64) -> u64) -> u64,
+) -> u64 {
+    let n = params.pending;
+    progress.phase("C expiry", n as u64);
+    let timeout_ns = params.timeout_ms * 1_000_000;
+    let mut bad = fill(c, progress, &|_| timeout_ns);
+    progress.phase("C wait for expirations", n as u64);
+    let give_up = Instant::now() + Duration::from_nanos(timeout_ns) + GIVE_UP;
+    wait_for(n, give_up, progress, || Phase::count(&c.expired));
+
+    progress.phase("D burst", n as u64);
+    let deadline_ns = d.now_ns() + burst_margin_ns(watch);
+    bad += fill(d, progress, &|now| deadline_ns.saturating_sub(now).max(1));
+    progress.phase("D wait for expirations", n as u64);
+    let give_up = d.instant_at(deadline_ns) + GIVE_UP;
+    wait_for(n, give_up, progress, || Phase::count(&d.expired));
+    bad
 }
 
 /// W4's parameters.
@@ -182,8 +210,6 @@ pub struct W4Result {
     pub expiry: (usize, [Option<f64>; 3]),
     /// Phase D's expirations, first / p99 / last lateness (ms).
     pub burst: (usize, [Option<f64>; 3]),
-    /// Phase D's deadline, ns after the run's origin.
-    pub burst_deadline_ns: u64,
     /// Early expirations in C and D.
     pub early: u64,
     /// Phase E's shutdown time.
@@ -206,7 +232,6 @@ impl W4Result {
             bad: 0,
             expiry: (0, [None; 3]),
             burst: (0, [None; 3]),
-            burst_deadline_ns: 0,
             early: 0,
             shutdown: Duration::ZERO,
             shutdown_pending: 0,

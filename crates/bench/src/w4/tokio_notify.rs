@@ -96,22 +96,10 @@ pub fn run(params: &W4Params, progress: &mut Progress) -> Result<W4Result, Strin
     memory.trimmed();
     result.memory = memory;
 
-    progress.phase("C expiry", n as u64);
-    let timeout_ns = params.timeout_ms * 1_000_000;
-    fill(&rt, table, c, &keys, progress, |_| timeout_ns);
-    progress.phase("C wait for expirations", n as u64);
-    let give_up = Instant::now() + Duration::from_nanos(timeout_ns) + super::GIVE_UP;
-    wait_for(n, give_up, progress, || Phase::count(&c.expired));
-
-    progress.phase("D burst", n as u64);
-    let deadline_ns = d.now_ns() + super::burst_margin_ns(result.watch);
-    fill(&rt, table, d, &keys, progress, |now| {
-        deadline_ns.saturating_sub(now).max(1)
+    super::expiry_and_burst(params, [c, d], result.watch, progress, |p, pr, t| {
+        fill(&rt, table, p, &keys, pr, t);
+        0
     });
-    progress.phase("D wait for expirations", n as u64);
-    let give_up = d.instant_at(deadline_ns) + super::GIVE_UP;
-    wait_for(n, give_up, progress, || Phase::count(&d.expired));
-    result.burst_deadline_ns = deadline_ns;
 
     progress.phase("E shutdown", n as u64);
     fill(&rt, table, e, &keys, progress, |_| LONG_TIMEOUT_NS);
