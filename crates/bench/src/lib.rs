@@ -9,9 +9,17 @@
 //!   `DelayQueue` on a paused runtime.
 //! - [`w2`]: W2, the purgatory under Kafka's purgatory performance tool's
 //!   load: `purgatory::Purgatory` with completion by force-complete
-//!   (`purgatory`) or through `check_and_complete` (`purgatory_check`).
+//!   (`purgatory`) or through `check_and_complete` (`purgatory_check`), and
+//!   the `tokio_notify` peer in both modes.
 //! - [`w3`]: W3, concurrent adds on the real clock with a reaper running:
 //!   `timer::Timer` + `timer::Reaper` against [`peers::mutex_binary_heap`].
+//! - [`w4`]: W4, millions of pending operations (fill, check, expiry,
+//!   burst, shutdown): the purgatory against [`peers::tokio_notify`].
+//! - [`burst`]: N timer tasks sharing one deadline after a churn that
+//!   scatters the timer's arena (W4 phase D on the timer alone).
+//! - [`limits`]: the ranges the command line accepts.
+//! - [`cli`]: the command line of `purgatory-bench`.
+//! - [`progress`]: progress lines on standard error while a run goes on.
 //! - [`wakeups`]: the CPU one wake-up costs, by primitive: the floor under
 //!   W2's CPU per request at paced rates.
 //! - [`rng`]: the seeded SplitMix64 every workload draws its delays from.
@@ -28,15 +36,19 @@
 //! [`report::Record`], and a list of target checks.
 #![warn(missing_docs, missing_debug_implementations)]
 
+pub mod burst;
 pub mod cli;
+pub mod limits;
 pub mod measure;
 pub mod peers;
+pub mod progress;
 pub mod report;
 pub mod rng;
 pub mod stats;
 pub mod w1;
 pub mod w2;
 pub mod w3;
+pub mod w4;
 pub mod wakeups;
 
 /// The global allocator the runner was built with: `"mimalloc"` with the

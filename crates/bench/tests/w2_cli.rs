@@ -38,13 +38,23 @@ fn run(extra: &[&str]) -> String {
 
 #[test]
 fn json_rows_for_both_modes_with_the_required_fields() {
-    let text = run(&["--json"]);
+    json_rows(&["purgatory", "purgatory_check"]);
+}
+
+#[test]
+fn json_rows_for_the_tokio_peer_in_both_modes() {
+    json_rows(&["tokio_notify", "tokio_notify_check"]);
+}
+
+/// Runs `modes` (one child process each) and checks their JSON lines.
+fn json_rows(modes: &[&str]) {
+    let text = run(&["--json", "--only", &modes.join(",")]);
     let rows: Vec<Record> = text
         .lines()
         .map(|l| Record::parse(l).expect("a JSON line"))
         .collect();
-    let modes: Vec<_> = rows.iter().map(|r| r.str("impl").unwrap()).collect();
-    assert_eq!(modes, ["purgatory", "purgatory_check"]);
+    let got: Vec<_> = rows.iter().map(|r| r.str("impl").unwrap()).collect();
+    assert_eq!(got, modes);
     for r in &rows {
         for f in purgatory_bench::w2::REQUIRED_FIELDS {
             assert!(r.get(f).is_some(), "missing {f} in {r:?}");
@@ -86,5 +96,7 @@ fn bad_parameters_are_refused() {
         .output()
         .unwrap();
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--rate must be positive"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--rate") && err.contains("from 1 to"), "{err}");
 }

@@ -9,6 +9,9 @@
 //!                    [--rounds R] [--json]
 //! purgatory-bench w3 [--n N] [--producers P] [--seed S] [--rounds R] [--json]
 //! purgatory-bench wakeups [--per-batch N] [--rate R] [--json]
+//! purgatory-bench burst [--n N] [--seed S] [--rounds R] [--json]
+//! purgatory-bench w4 [--pending N] [--keys K] [--timeout-ms MS] [--seed S]
+//!                    [--rounds R] [--json]
 //! ```
 //!
 //! By default every implementation runs in its own child process (this same
@@ -22,13 +25,15 @@
 //! both completion modes, and reports them in one table.
 
 mod args;
+mod burst;
 mod runner;
 mod w1;
 mod w2;
 mod w3;
+mod w4;
 mod wakeups;
 
-use args::{W1Args, W2Args, W3Args, WakeupsArgs};
+use args::{BurstArgs, W1Args, W2Args, W3Args, W4Args, WakeupsArgs};
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
@@ -52,6 +57,13 @@ enum Workload {
     W2(W2Args),
     /// W3: concurrent adds on the real clock with a reaper running.
     W3(W3Args),
+    /// N timer tasks sharing one deadline, after a churn that scatters the
+    /// timer's arena: how late the burst fires.
+    Burst(BurstArgs),
+    /// W4: millions of pending operations, phases A–E (fill, check,
+    /// expiry, burst, shutdown), the purgatory against a tokio task per
+    /// operation.
+    W4(W4Args),
     /// The CPU one wake-up costs on this machine, by primitive, and the
     /// floor that puts under W2's CPU per request at a paced rate.
     Wakeups(WakeupsArgs),
@@ -61,11 +73,26 @@ enum Workload {
 /// process's exit code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Bad input is refused before anything runs, with clap's exit code.
+    let checked = match &cli.workload {
+        Workload::W1(a) => w1::validate(a),
+        Workload::W2(a) => w2::validate(a),
+        Workload::Wakeups(_) => Ok(()),
+        Workload::W3(a) => w3::validate(a),
+        Workload::Burst(a) => burst::validate(a),
+        Workload::W4(a) => w4::validate(a),
+    };
+    if let Err(e) = checked {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
     let result = match &cli.workload {
         Workload::W1(a) => w1::run(a),
         Workload::W2(a) => w2::run(a),
         Workload::Wakeups(a) => wakeups::run(a),
         Workload::W3(a) => w3::run(a),
+        Workload::Burst(a) => burst::run(a),
+        Workload::W4(a) => w4::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

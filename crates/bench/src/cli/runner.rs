@@ -26,8 +26,22 @@ pub(crate) struct WorkloadSpec<'a> {
     /// Arguments for a child process that runs one implementation.
     pub(crate) child_args: ChildArgs<'a>,
     pub(crate) targets: fn(&[Record]) -> Vec<TargetCheck>,
+    /// Adds figures that compare rows of one run (after the medians).
+    pub(crate) annotate: fn(&mut [Record]),
     /// One line describing the parameters, for the table's heading.
     pub(crate) describe: String,
+}
+
+/// The arguments of a child process that runs implementation `name` of
+/// `workload` once with `flags` (each flag and its value) and prints its
+/// JSON line.
+pub(crate) fn child_command(workload: &str, name: &str, flags: &[(&str, String)]) -> Vec<String> {
+    let mut args = strings(&[workload, "--json", "--impl", name]);
+    for (flag, value) in flags {
+        args.push((*flag).to_string());
+        args.push(value.clone());
+    }
+    args
 }
 
 /// Owned copies of `args`.
@@ -55,9 +69,34 @@ pub(crate) fn run_workload(common: &Common, w: WorkloadSpec<'_>) -> Result<(), S
     Ok(())
 }
 
+/// Refuses `--only` and `--impl` names that are not among `impls`.
+///
+/// # Errors
+/// A message naming the flag and the valid names.
+pub(crate) fn validate_common(common: &Common, impls: &[&str]) -> Result<(), String> {
+    let valid = || impls.join(", ");
+    for o in &common.only {
+        if !impls.contains(&o.as_str()) {
+            return Err(format!(
+                "--only: unknown implementation {o:?} (valid: {})",
+                valid()
+            ));
+        }
+    }
+    if let Some(name) = &common.child_impl {
+        if !impls.contains(&name.as_str()) {
+            return Err(format!(
+                "--impl: unknown implementation {name:?} (valid: {})",
+                valid()
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The number of rounds to run.
 pub(crate) fn rounds(common: &Common, w: &WorkloadSpec<'_>) -> usize {
-    common.rounds.unwrap_or(w.default_rounds).max(1)
+    common.rounds.unwrap_or(w.default_rounds)
 }
 
 /// Runs every selected implementation for several interleaved rounds (each
@@ -100,10 +139,12 @@ pub(crate) fn measure(common: &Common, w: &WorkloadSpec<'_>) -> Result<Vec<Recor
             per_impl[slot].push(record);
         }
     }
-    Ok(per_impl
+    let mut merged: Vec<Record> = per_impl
         .iter()
         .filter_map(|rs| report::aggregate(rs, w.spread))
-        .collect())
+        .collect();
+    (w.annotate)(&mut merged);
+    Ok(merged)
 }
 
 /// Prints the merged records: JSON lines with `--json`, else a heading, the

@@ -1,14 +1,17 @@
 //! `purgatory-bench w2`.
 
 use super::args::W2Args;
-use super::runner::{measure, print_report, rounds, run_workload, strings, WorkloadSpec};
+use super::runner::{
+    measure, print_report, rounds, run_workload, strings, validate_common, WorkloadSpec,
+};
+use crate::progress::Progress;
 use crate::w2;
 
-/// W2: one run (`--num`/`--rate` given, or child mode) or the two standard
-/// runs, each in both completion modes, reported in one table.
-pub(crate) fn run(a: &W2Args) -> Result<(), String> {
+/// The parameters of the run `a` asks for (the first standard run's, when
+/// `--num` and `--rate` are absent).
+fn base_params(a: &W2Args) -> w2::W2Params {
     let defaults = w2::W2Params::default();
-    let base = w2::W2Params {
+    w2::W2Params {
         num: a.num.unwrap_or(defaults.num),
         rate: a.rate.unwrap_or(defaults.rate),
         timeout_ms: a.timeout,
@@ -19,7 +22,19 @@ pub(crate) fn run(a: &W2Args) -> Result<(), String> {
         seed: a.common.seed,
         pace_ms: a.pace_ms,
         hasher: a.hasher,
-    };
+    }
+}
+
+/// Refuses what `run` cannot run meaningfully.
+pub(crate) fn validate(a: &W2Args) -> Result<(), String> {
+    validate_common(&a.common, w2::IMPLS)?;
+    base_params(a).validate()
+}
+
+/// W2: one run (`--num`/`--rate` given, or child mode) or the two standard
+/// runs, each in both completion modes, reported in one table.
+pub(crate) fn run(a: &W2Args) -> Result<(), String> {
+    let base = base_params(a);
     base.validate()?;
     let runs: Vec<w2::W2Params> = if a.num.is_none() && a.rate.is_none() {
         base.standard_runs().to_vec()
@@ -34,7 +49,9 @@ pub(crate) fn run(a: &W2Args) -> Result<(), String> {
             default_rounds: 1,
             spread: w2::SPREAD,
             columns: w2::COLUMNS,
-            run_here: Box::new(move |name| w2::run(name, &here).map(|r| r.to_record())),
+            run_here: Box::new(move |name| {
+                w2::run(name, &here, &mut Progress::new(name)).map(|r| r.to_record())
+            }),
             child_args: Box::new(move |name| {
                 strings(&[
                     "w2",
@@ -64,6 +81,7 @@ pub(crate) fn run(a: &W2Args) -> Result<(), String> {
                 ])
             }),
             targets: w2::targets,
+            annotate: |_| {},
             describe: String::new(),
         }
     };
@@ -79,7 +97,7 @@ pub(crate) fn run(a: &W2Args) -> Result<(), String> {
     }
     let describe = format!(
         "W2 purgatory (Kafka's TestPurgatoryPerformance): keys {} (seed {}, {} of {}), latency log-normal pct50 {} ms pct75 {} ms, timeout {} ms, {} B per request, pace {} ms, {} key hasher; runs: {} (real clock, reaper running, {} allocator)",
-        w2::choose_keys(base.seed, base.keys, base.key_space_size).join(","),
+        crate::limits::abbreviate(&w2::choose_keys(base.seed, base.keys, base.key_space_size), 8),
         base.seed,
         base.keys,
         base.key_space_size,

@@ -11,6 +11,7 @@ pub(crate) fn run(a: &WakeupsArgs) -> Result<(), String> {
     if a.per_batch == 0 {
         return Err("--per-batch must be at least 1".into());
     }
+    crate::progress::Progress::new("wakeups").phase("measure every primitive", 0);
     let figures = wakeups::run(a.per_batch);
     let floor = wakeups::floor_us_per_request(&figures, a.rate);
     let us = |x: Option<f64>| x.map_or_else(|| "-".to_string(), |x| format!("{x:.1}"));

@@ -1,9 +1,11 @@
-//! Measuring helpers every workload shares: CPU time ([`cpu`]), resident
-//! memory ([`rss`]), the cost of a wake-up ([`wakeup_cost`]) and running one
+//! Measuring helpers every workload shares: CPU time ([`cpu`]), the lateness
+//! of fired tasks ([`lateness`]), resident memory ([`rss`]), the cost of a wake-up ([`wakeup_cost`]) and running one
 //! implementation in a child process of the runner ([`child`]).
 
 pub mod child;
 pub mod cpu;
+pub mod histogram;
+pub mod lateness;
 pub mod rss;
 pub mod wakeup_cost;
 

@@ -48,6 +48,18 @@ pub fn reset_peak() -> bool {
     fs::write("/proc/self/clear_refs", "5").is_ok()
 }
 
+/// Gives the allocator's free memory back to the system where it can
+/// (`malloc_trim(0)` with glibc; nothing elsewhere), so that RSS shows what
+/// is still allocated.
+pub fn trim() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim takes a plain integer and only releases free
+    // memory of the allocator.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 /// A window over which peak-RSS growth is measured.
 #[derive(Debug, Clone, Copy)]
 pub struct MemWindow {

@@ -6,9 +6,12 @@
 //!   cancellation (a per-task state byte), for W1.
 //! - [`mutex_binary_heap`]: the same heap behind a `Mutex`, with a condvar
 //!   reaper thread that sleeps until the earliest deadline, for W3.
+//! - [`tokio_notify`]: a tokio task per operation waiting on `Notify`s and
+//!   a sleep, for W2 and W4.
 //!
 //! tokio-util's `DelayQueue` (the other W1 peer) is used as published; W1
 //! drives it directly.
 
 pub mod binary_heap;
 pub mod mutex_binary_heap;
+pub mod tokio_notify;

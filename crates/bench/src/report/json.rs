@@ -192,16 +192,7 @@ impl Parser<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn sample() -> Record {
-        Record::new()
-            .with("workload", "w1")
-            .with("impl", "timer")
-            .with("n", 1_000_000usize)
-            .with("add_ns", 41.6666)
-            .with("bytes_per_task", None::<f64>)
-            .with("early", 0u64)
-    }
+    use crate::report::sample;
 
     #[test]
     fn json_line_format() {

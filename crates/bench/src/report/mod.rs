@@ -146,3 +146,15 @@ impl Record {
         &self.fields
     }
 }
+
+/// A record the tests of this module's parts share.
+#[cfg(test)]
+pub(crate) fn sample() -> Record {
+    Record::new()
+        .with("workload", "w1")
+        .with("impl", "timer")
+        .with("n", 1_000_000usize)
+        .with("add_ns", 41.6666)
+        .with("bytes_per_task", None::<f64>)
+        .with("early", 0u64)
+}

@@ -42,16 +42,7 @@ pub fn table(records: &[Record], columns: &[(&str, &str)]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn sample() -> Record {
-        Record::new()
-            .with("workload", "w1")
-            .with("impl", "timer")
-            .with("n", 1_000_000usize)
-            .with("add_ns", 41.6666)
-            .with("bytes_per_task", None::<f64>)
-            .with("early", 0u64)
-    }
+    use crate::report::sample;
 
     #[test]
     fn tables_align() {

@@ -6,13 +6,15 @@ use super::result::W1Result;
 use super::tally::Tally;
 use crate::measure::rss::MemWindow;
 use crate::peers::binary_heap::LazyCancelHeap;
+use crate::progress::Progress;
 use std::time::{Duration, Instant};
 
 /// W1 on the `BinaryHeap` + lazy cancellation peer.
-pub fn run_binary_heap(params: &W1Params) -> W1Result {
+pub fn run_binary_heap(params: &W1Params, progress: &mut Progress) -> W1Result {
     let n = params.n;
     let mut tally = Tally::new(params);
 
+    progress.phase("add", params.n as u64);
     let mem = MemWindow::open();
     let t = Instant::now();
     let mut heap = LazyCancelHeap::with_capacity(n);
@@ -23,6 +25,7 @@ pub fn run_binary_heap(params: &W1Params) -> W1Result {
     let bytes_per_task = mem.bytes_per(n);
 
     let mut failed_cancels = 0;
+    progress.phase("cancel", params.n.div_ceil(2) as u64);
     let t = Instant::now();
     for id in (0..n as u64).step_by(2) {
         if !heap.cancel(id) {
@@ -35,6 +38,7 @@ pub fn run_binary_heap(params: &W1Params) -> W1Result {
 
     let horizon = params.horizon_ms();
     let mut now = 0;
+    progress.phase("expire", (params.n / 2) as u64);
     let t = Instant::now();
     while let Some(next) = heap.next_deadline() {
         if next > horizon {
@@ -58,7 +62,10 @@ pub fn run_binary_heap(params: &W1Params) -> W1Result {
 }
 
 /// W1 on tokio-util's `DelayQueue<u64>` in a paused current-thread runtime.
-pub fn run_tokio_delay_queue(params: &W1Params) -> Result<W1Result, String> {
+pub fn run_tokio_delay_queue(
+    params: &W1Params,
+    progress: &mut Progress,
+) -> Result<W1Result, String> {
     use tokio_util::time::DelayQueue;
 
     let n = params.n;
@@ -72,6 +79,7 @@ pub fn run_tokio_delay_queue(params: &W1Params) -> Result<W1Result, String> {
     rt.block_on(async move {
         let start = tokio::time::Instant::now();
 
+        progress.phase("add", params.n as u64);
         let mem = MemWindow::open();
         let t = Instant::now();
         let mut queue = DelayQueue::with_capacity(n);
@@ -83,6 +91,7 @@ pub fn run_tokio_delay_queue(params: &W1Params) -> Result<W1Result, String> {
         let bytes_per_task = mem.bytes_per(n);
 
         let mut failed_cancels = 0;
+        progress.phase("cancel", params.n.div_ceil(2) as u64);
         let t = Instant::now();
         for key in keys.iter().step_by(2) {
             if queue.try_remove(key).is_none() {
@@ -96,6 +105,7 @@ pub fn run_tokio_delay_queue(params: &W1Params) -> Result<W1Result, String> {
 
         // When nothing is due, `poll_expired` is pending and the paused
         // runtime jumps its clock to the queue's next timer.
+        progress.phase("expire", (params.n / 2) as u64);
         let t = Instant::now();
         while let Some(expired) = std::future::poll_fn(|cx| queue.poll_expired(cx)).await {
             let now = (tokio::time::Instant::now() - start).as_millis() as u64;
@@ -122,14 +132,14 @@ mod tests {
 
     #[test]
     fn binary_heap_peer_is_correct() {
-        let r = run_binary_heap(&small());
+        let r = run_binary_heap(&small(), &mut Progress::quiet());
         assert_correct(&r);
         assert_eq!(r.end_ms, 3_001);
     }
 
     #[test]
     fn tokio_delay_queue_peer_is_correct() {
-        let r = run_tokio_delay_queue(&small()).unwrap();
+        let r = run_tokio_delay_queue(&small(), &mut Progress::quiet()).unwrap();
         assert_correct(&r);
         assert!(r.end_ms <= 3_000);
     }

@@ -7,7 +7,7 @@ use std::time::Duration;
 /// The figures of one W1 run of one implementation.
 #[derive(Debug, Clone, PartialEq)]
 pub struct W1Result {
-    /// Implementation name (one of [`IMPLS`]).
+    /// Implementation name (one of [`IMPLS`](super::IMPLS)).
     pub impl_name: &'static str,
     /// The parameters it ran with.
     pub params: W1Params,

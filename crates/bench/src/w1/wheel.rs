@@ -4,16 +4,18 @@ use super::params::W1Params;
 use super::result::W1Result;
 use super::tally::Tally;
 use crate::measure::rss::MemWindow;
+use crate::progress::Progress;
 use std::time::Instant;
 use timer::{Insertion, TimingWheel};
 
 /// W1 on this project's `timer::TimingWheel<u64>`.
-pub fn run_timer(params: &W1Params) -> Result<W1Result, String> {
+pub fn run_timer(params: &W1Params, progress: &mut Progress) -> Result<W1Result, String> {
     let n = params.n;
     let mut tally = Tally::new(params);
     let mut wheel = TimingWheel::<u64>::new(1, 20, 0).map_err(|e| e.to_string())?;
 
     // Add.
+    progress.phase("add", params.n as u64);
     let mem = MemWindow::open();
     let t = Instant::now();
     wheel.reserve(n);
@@ -32,6 +34,7 @@ pub fn run_timer(params: &W1Params) -> Result<W1Result, String> {
     // Cancel. `handles` holds the scheduled tasks in index order; when none
     // was handed back, task i's handle is handles[i].
     let mut failed_cancels = 0;
+    progress.phase("cancel", params.n.div_ceil(2) as u64);
     let t = Instant::now();
     if expired_at_add.is_empty() {
         for h in handles.iter().step_by(2) {
@@ -62,6 +65,7 @@ pub fn run_timer(params: &W1Params) -> Result<W1Result, String> {
     let horizon = params.horizon_ms();
     let mut now = 0;
     let mut stalled = 0;
+    progress.phase("expire", (params.n / 2) as u64);
     let t = Instant::now();
     while let Some(next) = wheel.next_expiration() {
         if next > horizon {
@@ -104,7 +108,7 @@ mod tests {
 
     #[test]
     fn our_timing_wheel_is_correct() {
-        let r = run_timer(&small()).unwrap();
+        let r = run_timer(&small(), &mut Progress::quiet()).unwrap();
         assert_correct(&r);
         assert_eq!(r.end_ms, 3_001);
     }

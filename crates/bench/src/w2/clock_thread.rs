@@ -10,16 +10,16 @@ use std::time::Instant;
 /// millisecond in which something is due, never sooner than `pace_ms` after
 /// its previous wake-up, and wakes the completion thread when its head is
 /// due.
-pub(crate) struct ClockThread<'a> {
+pub(crate) struct ClockThread<'a, H> {
     pub(crate) ctx: &'a Ctx,
-    pub(crate) queue: &'a CompletionQueue,
+    pub(crate) queue: &'a CompletionQueue<H>,
     pub(crate) pace_ms: u64,
     pub(crate) last_wake_ms: u64,
     /// Timed sleeps taken.
     pub(crate) sleeps: u64,
 }
 
-impl ClockThread<'_> {
+impl<H> ClockThread<'_, H> {
     /// Sleeps until `until_ms` or the queue's head, whichever is first, but
     /// at least until the next millisecond and `pace_ms` after the last
     /// wake-up; then wakes the completion thread if its head is due.
@@ -53,9 +53,9 @@ mod tests {
     #[test]
     fn completion_queue_hands_out_in_due_order_when_the_clock_wakes_it() {
         let ctx: &'static Ctx = Box::leak(Box::new(Ctx::new(Duration::from_secs(1))));
-        let q = CompletionQueue::new(1_000);
+        let q: CompletionQueue = CompletionQueue::new(1_000);
         let now = ctx.read_clock_ms();
-        let mut batch: Vec<Due> = [now + 3, now, now + 1]
+        let mut batch: Vec<Due<Operation<W2Op>>> = [now + 3, now, now + 1]
             .into_iter()
             .map(|due_ms| Due {
                 due_ms,

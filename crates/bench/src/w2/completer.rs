@@ -2,10 +2,9 @@
 //! completes them, by force or through `check_and_complete`.
 
 use super::completion_queue::{CompletionQueue, Due};
-use super::hasher::RunHasher;
-use super::op::{Ctx, W2Op};
+use super::engine::Engine;
+use super::op::Ctx;
 use crate::measure::{cpu_since, thread_cpu};
-use purgatory::Purgatory;
 use std::time::Duration;
 
 /// What the completion thread did.
@@ -26,16 +25,15 @@ pub(crate) struct CompleterStats {
 /// The completion thread: takes due requests in due order and completes them
 /// by force or through `check_and_complete`, until the queue is closed and
 /// empty.
-pub(crate) fn complete_loop(
+pub(crate) fn complete_loop<E: Engine>(
     ctx: &'static Ctx,
-    queue: &CompletionQueue,
-    purgatory: &Purgatory<&'static str, W2Op, RunHasher>,
-    keys: &[&'static str],
+    queue: &CompletionQueue<E::Handle>,
+    engine: &E,
     check: bool,
 ) -> CompleterStats {
     let cpu0 = thread_cpu();
     let mut stats = CompleterStats::default();
-    let mut batch: Vec<Due> = Vec::new();
+    let mut batch: Vec<Due<E::Handle>> = Vec::new();
     while let Some(now) = queue.pop_due(ctx, &mut batch, &mut stats.parks) {
         ctx.publish_ms(now);
         if let Some(first) = batch.first() {
@@ -43,14 +41,14 @@ pub(crate) fn complete_loop(
         }
         for Due { op, .. } in batch.drain(..) {
             if check {
-                for key in keys {
-                    if op.is_completed() {
+                for key in 0..engine.keys() {
+                    if engine.is_completed(&op) {
                         break;
                     }
-                    stats.completed += purgatory.check_and_complete(key) as u64;
+                    stats.completed += engine.check(key) as u64;
                     stats.checks += 1;
                 }
-            } else if op.force_complete() {
+            } else if engine.force(&op) {
                 stats.completed += 1;
             }
         }

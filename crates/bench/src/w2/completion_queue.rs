@@ -7,16 +7,18 @@ use parking_lot::{Condvar, Mutex};
 use purgatory::Operation;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-/// One request in the completion queue.
-pub(crate) struct Due {
+/// One request in the completion queue: its due time and what the
+/// completion thread completes it through (the purgatory's `Operation`, or
+/// a peer's handle).
+pub(crate) struct Due<H> {
     pub(crate) due_ms: u64,
-    pub(crate) op: Operation<W2Op>,
+    pub(crate) op: H,
 }
 
-struct QueueState {
+struct QueueState<H> {
     /// Requests handed over since the completion thread last took them, in
     /// no particular order.
-    inbox: Vec<Due>,
+    inbox: Vec<Due<H>>,
     /// The completion thread waits for a wake-up.
     parked: bool,
     closed: bool,
@@ -24,9 +26,9 @@ struct QueueState {
 
 /// The completion thread's side of the queue: the requests it has taken
 /// from the inbox, by due time, and a spare vector to swap with the inbox.
-struct Taken {
-    calendar: Calendar<Due>,
-    spare: Vec<Due>,
+struct Taken<H> {
+    calendar: Calendar<Due<H>>,
+    spare: Vec<Due<H>>,
 }
 
 /// Kafka's `CompletionQueue`: a delay queue of requests, ordered by due
@@ -48,11 +50,11 @@ struct Taken {
 /// and includes the queue's head in the time it sleeps until. So requests
 /// are completed in their due millisecond, as with a timed wait, for a
 /// fraction of the cost.
-pub struct CompletionQueue {
-    state: Mutex<QueueState>,
+pub struct CompletionQueue<H = Operation<W2Op>> {
+    state: Mutex<QueueState<H>>,
     cv: Condvar,
     /// Locked by the completion thread only (and `Debug`).
-    taken: Mutex<Taken>,
+    taken: Mutex<Taken<H>>,
     /// Earliest due time in the inbox ([`u64::MAX`] when empty), updated
     /// under the state lock.
     inbox_head_ms: Padded<AtomicU64>,
@@ -63,7 +65,7 @@ pub struct CompletionQueue {
     parked: Padded<AtomicBool>,
 }
 
-impl std::fmt::Debug for CompletionQueue {
+impl<H> std::fmt::Debug for CompletionQueue<H> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let s = self.state.lock();
         let taken = self.taken.try_lock().map(|t| t.calendar.len());
@@ -76,7 +78,7 @@ impl std::fmt::Debug for CompletionQueue {
     }
 }
 
-impl CompletionQueue {
+impl<H> CompletionQueue<H> {
     /// An empty, open queue for requests due at most about `span_ms` after
     /// the completion thread's clock (any span is correct; the right one
     /// keeps them in the calendar's ring, see [`Calendar::new`]).
@@ -100,7 +102,7 @@ impl CompletionQueue {
 
     /// Moves every request of `batch` into the queue (one short lock hold:
     /// a swap when the inbox is empty, else an append).
-    pub(crate) fn push_all(&self, batch: &mut Vec<Due>) {
+    pub(crate) fn push_all(&self, batch: &mut Vec<Due<H>>) {
         let Some(min) = batch.iter().map(|d| d.due_ms).min() else {
             return;
         };
@@ -151,7 +153,7 @@ impl CompletionQueue {
     /// and returns the clock reading; parks (untimed) while none is due.
     /// Returns `None` once the queue is closed and empty. Counts the parks
     /// in `parks`. Called by the completion thread only.
-    pub(crate) fn pop_due(&self, ctx: &Ctx, out: &mut Vec<Due>, parks: &mut u64) -> Option<u64> {
+    pub(crate) fn pop_due(&self, ctx: &Ctx, out: &mut Vec<Due<H>>, parks: &mut u64) -> Option<u64> {
         let mut taken = self.taken.lock();
         let Taken { calendar, spare } = &mut *taken;
         loop {

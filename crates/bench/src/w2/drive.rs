@@ -3,23 +3,23 @@
 //! to complete or expire, and gather the figures.
 //!
 //! The generator reads the clock once per request and, when the next
-//! arrival is still ahead, sleeps until it (through the [`ClockThread`]): at
+//! arrival is still ahead, sleeps until it (through the `ClockThread`): at
 //! most one sleep per millisecond whatever the rate, none at all while it
 //! is behind (at saturation). A request whose latency is below the timeout
 //! goes, once watched, to the [`CompletionQueue`] (handed over once per
-//! millisecond, or per [`HANDOVER_MAX`] requests); the others expire in the
+//! millisecond, or per `HANDOVER_MAX` requests); the others expire in the
 //! purgatory (real clock, tick 1 ms, wheel 20, reaper running).
 
 use super::clock_thread::ClockThread;
 use super::completer::complete_loop;
 use super::completion_queue::{CompletionQueue, Due};
-use super::hasher::RunHasher;
-use super::op::{Ctx, W2Op};
+use super::engine::{Engine, Watched};
+use super::op::Ctx;
 use super::params::W2Params;
 use super::result::W2Result;
 use super::samples::{choose_keys, intervals_ms, latencies_ms, LogNormal, SampleSummary};
 use crate::measure::{cpu_since, process_cpu, rss, thread_cpu, WakeupCost};
-use purgatory::{Operation, Purgatory};
+use crate::progress::Progress;
 use std::sync::atomic::Ordering;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -59,7 +59,13 @@ impl Default for Generated {
 /// thread, generate the requests on this thread, wait for every request to
 /// complete or expire (or for the timeout plus 30 s after the last request),
 /// and gather the figures.
-pub(crate) fn drive(impl_name: &'static str, params: &W2Params, check: bool) -> W2Result {
+pub(crate) fn drive<E: Engine>(
+    impl_name: &'static str,
+    params: &W2Params,
+    check: bool,
+    progress: &mut Progress,
+    make: impl FnOnce(&'static Ctx, &[&'static str]) -> Result<E, String>,
+) -> Result<W2Result, String> {
     let n = params.num;
     let keys_owned = choose_keys(params.seed, params.keys, params.key_space_size);
     let keys: Vec<&'static str> = keys_owned
@@ -69,27 +75,25 @@ pub(crate) fn drive(impl_name: &'static str, params: &W2Params, check: bool) -> 
     let latencies = latencies_ms(params.seed, n, LogNormal::new(params.pct50, params.pct75));
     let intervals = intervals_ms(params.seed, n, params.rate);
     let samples = SampleSummary::of(&latencies, &intervals);
+    progress.phase("measure wake-up costs", 0);
     let wakeup_cost = WakeupCost::measure();
     rss::reset_peak();
 
     let timeout_ms = params.timeout_ms;
-    let purgatory: Purgatory<&'static str, W2Op, RunHasher> = Purgatory::builder("fake purgatory")
-        .hasher(params.hasher.build())
-        .build()
-        .unwrap_or_else(|e| panic!("cannot start the purgatory: {e}"));
+    let ctx: &'static Ctx = Box::leak(Box::new(Ctx::new(Duration::from_millis(timeout_ms))));
+    let engine = make(ctx, &keys)?;
     // Requests are due within the timeout of their creation; twice that
     // leaves room for a completion thread running behind.
-    let queue = CompletionQueue::new(2 * timeout_ms);
-    let ctx: &'static Ctx = Box::leak(Box::new(Ctx::new(Duration::from_millis(timeout_ms))));
+    let queue: CompletionQueue<E::Handle> = CompletionQueue::new(2 * timeout_ms);
     // Requests handed to the queue once per millisecond (or per this many).
-    let mut handover: Vec<Due> = Vec::with_capacity(HANDOVER_MAX);
+    let mut handover: Vec<Due<E::Handle>> = Vec::with_capacity(HANDOVER_MAX);
     let cpu0 = process_cpu();
     let start = Instant::now();
 
     let (gen, completer, tail_cpu) = thread::scope(|s| {
         let completer = thread::Builder::new()
             .name("w2-completion".into())
-            .spawn_scoped(s, || complete_loop(ctx, &queue, &purgatory, &keys, check))
+            .spawn_scoped(s, || complete_loop(ctx, &queue, &engine, check))
             .expect("cannot spawn the completion thread");
 
         let gen_cpu0 = thread_cpu();
@@ -103,7 +107,8 @@ pub(crate) fn drive(impl_name: &'static str, params: &W2Params, check: bool) -> 
         let mut gen = Generated::default();
         let mut arrival_ms = ctx.read_clock_ms();
         let mut last_ms = u64::MAX;
-        for (&gap, &latency) in intervals.iter().zip(&latencies) {
+        progress.phase("issue", n as u64);
+        for (issued, (&gap, &latency)) in intervals.iter().zip(&latencies).enumerate() {
             arrival_ms += u64::from(gap);
             let mut now_ms = ctx.read_clock_ms();
             if arrival_ms > now_ms {
@@ -121,13 +126,12 @@ pub(crate) fn drive(impl_name: &'static str, params: &W2Params, check: bool) -> 
                 queue.push_all(&mut handover);
                 queue.wake_if_due(now_ms);
                 last_ms = now_ms;
+                progress.update(issued as u64);
             }
             let latency = u64::from(latency);
             let due_ms = now_ms + latency;
-            let op = Operation::new(W2Op::new(ctx, due_ms));
-            let handle = (latency < timeout_ms).then(|| op.clone());
-            match purgatory.try_complete_else_watch(op, keys.iter().copied()) {
-                Ok(false) => {
+            match engine.watch(due_ms, latency < timeout_ms) {
+                Watched::Pending(handle) => {
                     if let Some(op) = handle {
                         handover.push(Due { due_ms, op });
                         if handover.len() >= HANDOVER_MAX {
@@ -135,8 +139,8 @@ pub(crate) fn drive(impl_name: &'static str, params: &W2Params, check: bool) -> 
                         }
                     }
                 }
-                Ok(true) => gen.immediate += 1,
-                Err(_) => gen.rejected += 1,
+                Watched::Completed => gen.immediate += 1,
+                Watched::Rejected => gen.rejected += 1,
             }
         }
         gen.end = Instant::now();
@@ -144,6 +148,7 @@ pub(crate) fn drive(impl_name: &'static str, params: &W2Params, check: bool) -> 
 
         // Keep the clock going for the completion thread until its queue
         // is empty, then let it finish.
+        progress.phase("complete the last due requests", 0);
         let tail_cpu0 = thread_cpu();
         queue.push_all(&mut handover);
         queue.close();
@@ -162,21 +167,30 @@ pub(crate) fn drive(impl_name: &'static str, params: &W2Params, check: bool) -> 
     });
 
     // Whatever was not completed must expire.
-    let completed = gen.immediate + completer.completed;
     let target = n as u64 - gen.rejected;
     let give_up = gen.end + Duration::from_millis(timeout_ms) + Duration::from_secs(30);
-    ctx.wait_for_expirations(target.saturating_sub(completed), give_up);
+    progress.phase("wait for expirations", 0);
+    if E::COUNTS_COMPLETIONS {
+        let completed = gen.immediate + completer.completed;
+        ctx.wait_for_expirations(target.saturating_sub(completed), give_up);
+    } else {
+        ctx.wait_for_completions(target, give_up);
+    }
     let elapsed = start.elapsed();
     let cpu = cpu_since(cpu0, process_cpu());
     let tail_cpu = cpu_since(tail_cpu, thread_cpu());
-    let watched_after = purgatory.watched();
-    let delayed_after = purgatory.delayed();
+    let (watched_after, delayed_after) = engine.leftovers();
     let expired = ctx.expired();
-    let on_complete = ctx.on_complete.0.load(Ordering::Acquire);
+    let on_complete = ctx.completions();
+    let completed = if E::COUNTS_COMPLETIONS {
+        gen.immediate + completer.completed
+    } else {
+        on_complete.saturating_sub(expired)
+    };
     let peak_rss_mb = rss::peak_rss_kb().map(|kb| kb as f64 / 1024.0);
-    drop(purgatory);
+    drop(engine);
 
-    W2Result {
+    Ok(W2Result {
         impl_name,
         params: params.clone(),
         keys: keys_owned,
@@ -200,7 +214,7 @@ pub(crate) fn drive(impl_name: &'static str, params: &W2Params, check: bool) -> 
         watched_after,
         delayed_after,
         peak_rss_mb,
-    }
+    })
 }
 
 #[cfg(test)]
@@ -231,7 +245,7 @@ mod tests {
 
     #[test]
     fn force_mode_end_to_end() {
-        let r = run("purgatory", &tiny(2_000)).unwrap();
+        let r = run("purgatory", &tiny(2_000), &mut Progress::quiet()).unwrap();
         assert_sound(&r);
         assert_eq!(r.checks, 0);
         let rec = r.to_record();
@@ -257,7 +271,7 @@ mod tests {
             hasher: W2Hasher::Fx,
             ..tiny(2_000)
         };
-        let r = run("purgatory_check", &params).unwrap();
+        let r = run("purgatory_check", &params, &mut Progress::quiet()).unwrap();
         assert_sound(&r);
         assert_eq!(r.to_record().str("hasher"), Some("fx"));
         for h in [W2Hasher::Std, W2Hasher::Fx] {
@@ -267,11 +281,22 @@ mod tests {
     }
 
     #[test]
+    fn tokio_notify_peer_end_to_end_in_both_modes() {
+        for (mode, check) in [("tokio_notify", false), ("tokio_notify_check", true)] {
+            let r = run(mode, &tiny(2_000), &mut Progress::quiet()).unwrap();
+            assert_sound(&r);
+            assert_eq!(r.checks > 0, check, "{r:?}");
+            assert_eq!(r.to_record().str("impl"), Some(mode));
+        }
+    }
+
+    #[test]
     fn check_mode_end_to_end() {
-        let r = run("purgatory_check", &tiny(2_000)).unwrap();
+        let r = run("purgatory_check", &tiny(2_000), &mut Progress::quiet()).unwrap();
         assert_sound(&r);
         assert!(r.checks > 0);
-        assert!(run("nope", &tiny(1)).is_err());
-        assert!(run("purgatory", &W2Params { keys: 0, ..tiny(1) }).is_err());
+        assert!(run("nope", &tiny(1), &mut Progress::quiet()).is_err());
+        let no_keys = W2Params { keys: 0, ..tiny(1) };
+        assert!(run("purgatory", &no_keys, &mut Progress::quiet()).is_err());
     }
 }

@@ -45,8 +45,12 @@ pub struct Ctx {
     pub(crate) double: Padded<AtomicU64>,
     /// How many expirations the run waits for ([`u64::MAX`] until known).
     expire_goal: AtomicU64,
-    /// Signalled when `expired` reaches `expire_goal`.
-    all_expired: (Mutex<()>, Condvar),
+    /// How many completions the run waits for, when a peer's tasks count
+    /// them ([`u64::MAX`] until known).
+    complete_goal: AtomicU64,
+    /// Signalled when `expired` reaches `expire_goal`, or the completions
+    /// `complete_goal`.
+    all_done: (Mutex<()>, Condvar),
 }
 
 impl Ctx {
@@ -60,7 +64,8 @@ impl Ctx {
             expired: Padded::default(),
             double: Padded::default(),
             expire_goal: AtomicU64::new(u64::MAX),
-            all_expired: (Mutex::new(()), Condvar::new()),
+            complete_goal: AtomicU64::new(u64::MAX),
+            all_done: (Mutex::new(()), Condvar::new()),
         }
     }
 
@@ -97,10 +102,54 @@ impl Ctx {
         self.expired.0.load(Ordering::SeqCst)
     }
 
+    /// The request timeout.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// `on_complete` calls so far.
+    pub fn completions(&self) -> u64 {
+        self.on_complete.0.load(Ordering::Acquire)
+    }
+
+    /// Counts one completion (a peer's task; the purgatory's operations
+    /// count theirs in [`W2Op`]'s `on_complete`).
+    pub fn record_complete(&self) {
+        let done = self.on_complete.0.fetch_add(1, Ordering::SeqCst) + 1;
+        if done >= self.complete_goal.load(Ordering::SeqCst) {
+            let _guard = self.all_done.0.lock();
+            self.all_done.1.notify_all();
+        }
+    }
+
+    /// Counts one expiration.
+    pub fn record_expiration(&self) {
+        let expired = self.expired.0.fetch_add(1, Ordering::SeqCst) + 1;
+        if expired >= self.expire_goal.load(Ordering::SeqCst) {
+            let _guard = self.all_done.0.lock();
+            self.all_done.1.notify_all();
+        }
+    }
+
+    /// Waits until `goal` completions were counted by
+    /// [`record_complete`](Ctx::record_complete), or until `give_up`.
+    pub(crate) fn wait_for_completions(&self, goal: u64, give_up: Instant) {
+        self.complete_goal.store(goal, Ordering::SeqCst);
+        let (lock, cv) = &self.all_done;
+        let mut guard = lock.lock();
+        while self.completions() < goal {
+            let now = Instant::now();
+            if now >= give_up {
+                break;
+            }
+            cv.wait_for(&mut guard, (give_up - now).min(Duration::from_millis(200)));
+        }
+    }
+
     /// Waits until `goal` operations have expired, or until `give_up`.
     pub(crate) fn wait_for_expirations(&self, goal: u64, give_up: Instant) {
         self.expire_goal.store(goal, Ordering::SeqCst);
-        let (lock, cv) = &self.all_expired;
+        let (lock, cv) = &self.all_done;
         let mut guard = lock.lock();
         while self.expired() < goal {
             let now = Instant::now();
@@ -160,11 +209,6 @@ impl DelayedOperation for W2Op {
     }
 
     fn on_expiration(&self) {
-        let ctx = self.ctx;
-        let expired = ctx.expired.0.fetch_add(1, Ordering::SeqCst) + 1;
-        if expired >= ctx.expire_goal.load(Ordering::SeqCst) {
-            let _guard = ctx.all_expired.0.lock();
-            ctx.all_expired.1.notify_all();
-        }
+        self.ctx.record_expiration();
     }
 }

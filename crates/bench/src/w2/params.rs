@@ -1,6 +1,7 @@
 //! W2's parameters: one run, one request count at one rate.
 
 use super::hasher::W2Hasher;
+use crate::limits;
 
 /// W2's parameters (one run: one request count at one rate).
 #[derive(Debug, Clone, PartialEq)]
@@ -76,30 +77,44 @@ impl W2Params {
     /// # Errors
     /// A message naming the offending parameter.
     pub fn validate(&self) -> Result<(), String> {
-        if self.num == 0 {
-            return Err("--num must be at least 1".into());
-        }
-        if !(self.rate.is_finite() && self.rate > 0.0) {
-            return Err(format!("--rate must be positive, got {}", self.rate));
-        }
-        if !(self.pct50.is_finite() && self.pct50 > 0.0) {
-            return Err(format!("--pct50 must be positive, got {}", self.pct50));
-        }
-        if !(self.pct75.is_finite() && self.pct75 >= self.pct50) {
+        let whole = |flag: &str, v: u64, lo: u64, hi: u64| {
+            if (lo..=hi).contains(&v) {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{flag} must be a whole number from {lo} to {hi}, got {v}"
+                ))
+            }
+        };
+        let number = |flag: &str, v: f64, lo: f64, hi: f64| {
+            if v.is_finite() && (lo..=hi).contains(&v) {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{flag} must be a number from {lo} to {hi}, got {v}"
+                ))
+            }
+        };
+        whole("--num", self.num as u64, 1, limits::MAX_COUNT)?;
+        number("--rate", self.rate, limits::MIN_RATE, limits::MAX_RATE)?;
+        whole("--timeout", self.timeout_ms, 1, limits::MAX_DELAY_MS)?;
+        let max_ms = limits::MAX_DELAY_MS as f64;
+        number("--pct50", self.pct50, 1.0, max_ms)?;
+        number("--pct75", self.pct75, 1.0, max_ms)?;
+        if self.pct75 < self.pct50 {
             return Err(format!(
-                "--pct75 must be at least --pct50 ({}), got {}",
+                "--pct75 must be from --pct50 ({}) to {max_ms}, got {}",
                 self.pct50, self.pct75
             ));
         }
-        if self.keys == 0 {
-            return Err("--keys must be at least 1".into());
-        }
-        if self.key_space_size == 0 {
-            return Err("--key-space-size must be at least 1".into());
-        }
-        if self.pace_ms == 0 {
-            return Err("--pace-ms must be at least 1".into());
-        }
+        whole("--keys", self.keys as u64, 1, limits::MAX_KEYS_PER_REQUEST)?;
+        whole(
+            "--key-space-size",
+            self.key_space_size,
+            1,
+            limits::MAX_KEY_SPACE,
+        )?;
+        whole("--pace-ms", self.pace_ms, 1, limits::MAX_PACE_MS)?;
         Ok(())
     }
 }

@@ -1,0 +1,62 @@
+//! `purgatory-bench w4`.
+
+use super::args::W4Args;
+use super::runner::{child_command, run_workload, validate_common, WorkloadSpec};
+use crate::progress::Progress;
+use crate::w4;
+
+/// Refuses what `run` cannot run meaningfully.
+pub(crate) fn validate(a: &W4Args) -> Result<(), String> {
+    validate_common(&a.common, w4::IMPLS)
+}
+
+/// Runs W4 (or, in a child process, one implementation of it).
+pub(crate) fn run(a: &W4Args) -> Result<(), String> {
+    let params = w4::W4Params {
+        pending: a.pending,
+        keys: a.keys,
+        timeout_ms: a.timeout_ms,
+        seed: a.common.seed,
+    };
+    let p = params.clone();
+    let args = a.clone();
+    let keys = if params.keys == 0 {
+        "every operation its own key".to_string()
+    } else {
+        format!("keys drawn from {}", params.keys)
+    };
+    run_workload(
+        &a.common,
+        WorkloadSpec {
+            name: "w4".into(),
+            impls: w4::IMPLS,
+            default_rounds: 1,
+            spread: w4::SPREAD,
+            columns: w4::COLUMNS,
+            run_here: Box::new(move |name| {
+                w4::run(name, &p, &mut Progress::new(name)).map(|r| r.to_record())
+            }),
+            child_args: Box::new(move |name| {
+                child_command(
+                    "w4",
+                    name,
+                    &[
+                        ("--pending", args.pending.to_string()),
+                        ("--keys", args.keys.to_string()),
+                        ("--timeout-ms", args.timeout_ms.to_string()),
+                        ("--seed", args.common.seed.to_string()),
+                    ],
+                )
+            }),
+            targets: w4::targets,
+            annotate: |_| {},
+            describe: format!(
+                "W4 scale: {} operations per phase, one key each ({keys}, seed {}), a 24-byte operation; A fill and E shutdown with 300 s timeouts, B check, C expiry after {} ms, D burst on one deadline (real clock, reaper running, {} allocator)",
+                params.pending,
+                params.seed,
+                params.timeout_ms,
+                crate::ALLOCATOR
+            ),
+        },
+    )
+}

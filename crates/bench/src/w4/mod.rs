@@ -1,0 +1,411 @@
+//! W4 — scale: millions of pending operations (`BENCHMARKS.md`).
+//!
+//! What a broker holding many parked requests pays per request, and whether
+//! its costs stay flat as the count grows. One process per implementation
+//! and round. Op `i` is watched under one key drawn uniformly from `keys`
+//! keys (SplitMix64, seed 42), or under its own key with `keys == 0`. The
+//! user's operation is 24 bytes and its condition reads one shared flag.
+//! Real clock, default configuration. Phases, each with `pending` new
+//! operations:
+//!
+//! - **A, fill**: watch them (timeout 300 s). `ns_per_watch` is the wall
+//!   time over the count; `bytes_per_op` the RSS growth over a baseline
+//!   taken after `malloc_trim(0)`, over the count.
+//! - **B, check**: set the flag, `check_and_complete` every key once.
+//!   `ns_per_check_complete` is the wall time until every operation ran
+//!   `on_complete`, over the count; `watched_after` / `delayed_after` must
+//!   be 0; `rss_after_mb`, then after `purge()` and `malloc_trim`,
+//!   `rss_after_trim_mb` (absolute) and `held_after_trim_mb` (over the
+//!   baseline: what the implementation still holds).
+//! - **C, expiry**: each times out `timeout_ms` (100) after its own watch:
+//!   lateness of `on_expiration` against its deadline, p50 / p99 / max.
+//! - **D, burst**: all share one absolute deadline, set after the fill
+//!   ends (twice phase A's time plus 100 ms from the start of D), so the
+//!   timer's slots are reused in scattered order: `burst_first_ms`,
+//!   `burst_drain_ms`, `burst_late_p99_ms`.
+//! - **E, shutdown**: `pending` more, then `shutdown()`: `shutdown_ms`
+//!   (including dropping what it returns).
+//!
+//! `completed` counts B's completions, `expired` C's and D's expirations;
+//! `early` counts expirations before their deadline in C and D.
+
+pub mod ours;
+pub mod phase;
+pub mod tokio_notify;
+
+use crate::measure::rss;
+use crate::progress::{wait_for, Progress};
+use crate::report::Record;
+use crate::TargetCheck;
+use phase::Phase;
+use std::time::{Duration, Instant};
+
+/// The fields every W4 JSON line carries (the issue's interface).
+pub const REQUIRED_FIELDS: &[&str] = &[
+    "workload",
+    "impl",
+    "pending",
+    "keys",
+    "ns_per_watch",
+    "bytes_per_op",
+    "ns_per_check_complete",
+    "watched_after",
+    "delayed_after",
+    "rss_after_trim_mb",
+    "expiry_late_p99_ms",
+    "early",
+    "burst_first_ms",
+    "burst_drain_ms",
+    "shutdown_ms",
+    "completed",
+    "expired",
+];
+
+/// Implementation names, in the order they are run and reported.
+pub const IMPLS: &[&str] = &["purgatory", "tokio_notify"];
+
+/// Fields that get `_min`/`_max` companions when rounds are merged.
+pub const SPREAD: &[&str] = &["ns_per_watch", "ns_per_check_complete"];
+
+/// Table columns: `(heading, field)`.
+pub const COLUMNS: &[(&str, &str)] = &[
+    ("impl", "impl"),
+    ("pending", "pending"),
+    ("keys", "keys"),
+    ("ns/watch", "ns_per_watch"),
+    ("B/op", "bytes_per_op"),
+    ("ns/check", "ns_per_check_complete"),
+    ("watched", "watched_after"),
+    ("delayed", "delayed_after"),
+    ("held MB", "held_after_trim_mb"),
+    ("late p99 ms", "expiry_late_p99_ms"),
+    ("early", "early"),
+    ("burst first", "burst_first_ms"),
+    ("burst drain", "burst_drain_ms"),
+    ("shutdown ms", "shutdown_ms"),
+    ("completed", "completed"),
+    ("expired", "expired"),
+    ("rounds", "rounds"),
+];
+
+/// How long past a phase's last deadline the run waits for its expiries.
+const GIVE_UP: Duration = Duration::from_secs(120);
+
+/// Phase D's deadline, from the start of its fill: twice phase A's fill
+/// time plus 100 ms, so that the fill ends before it.
+fn burst_margin_ns(fill: Duration) -> u64 {
+    u64::try_from(fill.as_nanos() * 2).unwrap_or(u64::MAX / 2) + 100_000_000
+}
+
+/// Phases C and D on an implementation whose `fill(phase, progress,
+/// timeout_ns)` watches `pending` operations of `phase`, operation by
+/// operation with the timeout `timeout_ns(now_ns)`, and returns how many it
+/// refused; `watch` is phase A's time. Returns the refused count.
+fn expiry_and_burst(
+    params: &W4Params,
+    [c, d]: [&'static Phase; 2],
+    watch: Duration,
+    progress: &mut Progress,
+    mut fill: impl FnMut(&'static Phase, &mut Progress, &dyn Fn(u64) -> u64) -> u64,
+) -> u64 {
+    let n = params.pending;
+    progress.phase("C expiry", n as u64);
+    let timeout_ns = params.timeout_ms * 1_000_000;
+    let mut bad = fill(c, progress, &|_| timeout_ns);
+    progress.phase("C wait for expirations", n as u64);
+    let give_up = Instant::now() + Duration::from_nanos(timeout_ns) + GIVE_UP;
+    wait_for(n, give_up, progress, || Phase::count(&c.expired));
+
+    progress.phase("D burst", n as u64);
+    let deadline_ns = d.now_ns() + burst_margin_ns(watch);
+    bad += fill(d, progress, &|now| deadline_ns.saturating_sub(now).max(1));
+    progress.phase("D wait for expirations", n as u64);
+    let give_up = d.instant_at(deadline_ns) + GIVE_UP;
+    wait_for(n, give_up, progress, || Phase::count(&d.expired));
+    bad
+}
+
+/// W4's parameters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct W4Params {
+    /// Operations per phase.
+    pub pending: usize,
+    /// Keys the operations are spread over (0: each its own).
+    pub keys: usize,
+    /// Phase C's timeout, ms.
+    pub timeout_ms: u64,
+    /// PRNG seed.
+    pub seed: u64,
+}
+
+impl Default for W4Params {
+    /// The reported defaults: 1,000,000 operations over 100,000 keys,
+    /// phase C timing out after 100 ms, seed 42.
+    fn default() -> Self {
+        W4Params {
+            pending: 1_000_000,
+            keys: 100_000,
+            timeout_ms: 100,
+            seed: 42,
+        }
+    }
+}
+
+/// RSS readings across phases A and B, kB.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Memory {
+    /// After `malloc_trim`, before the fill.
+    pub baseline_kb: Option<u64>,
+    /// After the fill.
+    pub filled_kb: Option<u64>,
+    /// After every operation completed.
+    pub completed_kb: Option<u64>,
+    /// After that and `malloc_trim`.
+    pub trimmed_kb: Option<u64>,
+}
+
+impl Memory {
+    /// Trims the allocator and takes the baseline.
+    pub fn baseline() -> Self {
+        rss::trim();
+        Memory {
+            baseline_kb: rss::rss_kb(),
+            ..Memory::default()
+        }
+    }
+    fn filled(&mut self) {
+        self.filled_kb = rss::rss_kb();
+    }
+    fn completed(&mut self) {
+        self.completed_kb = rss::rss_kb();
+    }
+    fn trimmed(&mut self) {
+        rss::trim();
+        self.trimmed_kb = rss::rss_kb();
+    }
+}
+
+/// The figures of one W4 run of one implementation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct W4Result {
+    /// Implementation name (one of [`IMPLS`]).
+    pub impl_name: &'static str,
+    /// The parameters it ran with.
+    pub params: W4Params,
+    /// Phase A's wall time.
+    pub watch: Duration,
+    /// Phase B's wall time.
+    pub check: Duration,
+    /// RSS readings.
+    pub memory: Memory,
+    /// Phase B's completions.
+    pub completed: usize,
+    /// Watch-list entries left after B.
+    pub watched_after: usize,
+    /// Armed timeouts left after B.
+    pub delayed_after: usize,
+    /// Watches refused or completed at once (none expected).
+    pub bad: u64,
+    /// Phase C's expirations, lateness p50 / p99 / max (ms).
+    pub expiry: (usize, [Option<f64>; 3]),
+    /// Phase D's expirations, first / p99 / last lateness (ms).
+    pub burst: (usize, [Option<f64>; 3]),
+    /// Early expirations in C and D.
+    pub early: u64,
+    /// Phase E's shutdown time.
+    pub shutdown: Duration,
+    /// Operations still pending at the shutdown.
+    pub shutdown_pending: usize,
+}
+
+impl W4Result {
+    fn new(impl_name: &'static str, params: &W4Params) -> Self {
+        W4Result {
+            impl_name,
+            params: params.clone(),
+            watch: Duration::ZERO,
+            check: Duration::ZERO,
+            memory: Memory::default(),
+            completed: 0,
+            watched_after: 0,
+            delayed_after: 0,
+            bad: 0,
+            expiry: (0, [None; 3]),
+            burst: (0, [None; 3]),
+            early: 0,
+            shutdown: Duration::ZERO,
+            shutdown_pending: 0,
+        }
+    }
+
+    /// Reads phases C and D's outcomes.
+    fn finish(&mut self, c: &Phase, d: &Phase) {
+        let (lc, ld) = (&c.lateness, &d.lateness);
+        self.expiry = (
+            Phase::count(&c.expired),
+            [lc.percentile_ms(50.0), lc.percentile_ms(99.0), lc.max_ms()],
+        );
+        self.burst = (
+            Phase::count(&d.expired),
+            [ld.min_ms(), ld.percentile_ms(99.0), ld.max_ms()],
+        );
+        self.early = lc.early() + ld.early();
+    }
+
+    /// The run as a report record (the JSON fields).
+    pub fn to_record(&self) -> Record {
+        let n = self.params.pending;
+        let per = |d: Duration| d.as_nanos() as f64 / n as f64;
+        let m = self.memory;
+        let mb = |kb: Option<u64>| kb.map(|kb| kb as f64 / 1024.0);
+        let growth = |kb: Option<u64>| Some(kb?.saturating_sub(m.baseline_kb?));
+        Record::new()
+            .with("workload", "w4")
+            .with("impl", self.impl_name)
+            .with("allocator", crate::ALLOCATOR)
+            .with("pending", n)
+            .with("keys", self.params.keys)
+            .with("seed", self.params.seed)
+            .with("ns_per_watch", per(self.watch))
+            .with(
+                "bytes_per_op",
+                growth(m.filled_kb).map(|kb| kb as f64 * 1024.0 / n as f64),
+            )
+            .with("ns_per_check_complete", per(self.check))
+            .with("watched_after", self.watched_after)
+            .with("delayed_after", self.delayed_after)
+            .with("rss_baseline_mb", mb(m.baseline_kb))
+            .with("rss_filled_mb", mb(m.filled_kb))
+            .with("rss_after_mb", mb(m.completed_kb))
+            .with("rss_after_trim_mb", mb(m.trimmed_kb))
+            .with("held_after_trim_mb", mb(growth(m.trimmed_kb)))
+            .with("expiry_timeout_ms", self.params.timeout_ms)
+            .with("expiry_late_p50_ms", self.expiry.1[0])
+            .with("expiry_late_p99_ms", self.expiry.1[1])
+            .with("expiry_late_max_ms", self.expiry.1[2])
+            .with("early", self.early)
+            .with("burst_first_ms", self.burst.1[0])
+            .with("burst_late_p99_ms", self.burst.1[1])
+            .with("burst_drain_ms", self.burst.1[2])
+            .with("shutdown_ms", self.shutdown.as_secs_f64() * 1e3)
+            .with("shutdown_pending", self.shutdown_pending)
+            .with("completed", self.completed)
+            .with("expired", self.expiry.0 + self.burst.0)
+            .with("expired_c", self.expiry.0)
+            .with("expired_d", self.burst.0)
+            .with("bad", self.bad)
+    }
+}
+
+/// Runs implementation `impl_name` once.
+///
+/// # Errors
+/// An unknown implementation, or one that cannot start.
+pub fn run(
+    impl_name: &str,
+    params: &W4Params,
+    progress: &mut Progress,
+) -> Result<W4Result, String> {
+    match impl_name {
+        "purgatory" => ours::run(params, progress),
+        "tokio_notify" => tokio_notify::run(params, progress),
+        other => Err(format!(
+            "unknown W4 implementation {other:?} (expected one of {IMPLS:?})"
+        )),
+    }
+}
+
+/// W4's targets (issue 14): exact counts in every row (every operation
+/// completes once in B and expires once in C and D, none early, nothing
+/// watched or armed after B); the purgatory at most 128 bytes per pending
+/// operation, and its watch and check-and-complete at most half of
+/// `tokio_notify`'s in the same run.
+pub fn targets(records: &[Record]) -> Vec<TargetCheck> {
+    let mut checks = Vec::new();
+    for r in records {
+        let name = r.str("impl").unwrap_or("?");
+        let f = |k: &str| r.num(k).unwrap_or(f64::NAN);
+        let n = f("pending");
+        let (completed, expired, early) = (f("completed"), f("expired"), f("early"));
+        let (watched, delayed, bad) = (f("watched_after"), f("delayed_after"), f("bad"));
+        checks.push(TargetCheck::new(
+            format!(
+                "{name}: completed {completed} of {n}, expired {expired} of {}, early {early}, \
+                 watched {watched} and delayed {delayed} after B, bad {bad}",
+                2.0 * n
+            ),
+            completed == n
+                && expired == 2.0 * n
+                && early == 0.0
+                && watched == 0.0
+                && delayed == 0.0
+                && bad == 0.0,
+        ));
+    }
+    let get = |name: &str, field: &str| {
+        records
+            .iter()
+            .find(|r| r.str("impl") == Some(name))
+            .and_then(|r| r.num(field))
+    };
+    match get("purgatory", "bytes_per_op") {
+        Some(b) => checks.push(TargetCheck::new(
+            format!("purgatory bytes_per_op = {b:.1} (target ≤ 128)"),
+            b <= 128.0,
+        )),
+        None => checks.push(TargetCheck::unknown("purgatory bytes_per_op")),
+    }
+    for field in ["ns_per_watch", "ns_per_check_complete"] {
+        match (get("purgatory", field), get("tokio_notify", field)) {
+            (Some(ours), Some(theirs)) if theirs > 0.0 => checks.push(TargetCheck::new(
+                format!(
+                    "purgatory {field} {ours:.0} = {:.2} × tokio_notify's {theirs:.0} (target ≤ 0.50)",
+                    ours / theirs
+                ),
+                ours <= 0.5 * theirs,
+            )),
+            _ => checks.push(TargetCheck::unknown(format!(
+                "purgatory {field} vs tokio_notify"
+            ))),
+        }
+    }
+    checks
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tiny() -> W4Params {
+        W4Params {
+            pending: 2_000,
+            keys: 50,
+            timeout_ms: 5,
+            seed: 42,
+        }
+    }
+
+    fn assert_exact(r: &W4Result) {
+        let rec = r.to_record();
+        for f in REQUIRED_FIELDS {
+            assert!(rec.get(f).is_some(), "missing {f}");
+        }
+        assert_eq!(r.completed, 2_000, "{rec:?}");
+        assert_eq!((r.expiry.0, r.burst.0), (2_000, 2_000), "{rec:?}");
+        assert_eq!((r.early, r.bad), (0, 0), "{rec:?}");
+        assert_eq!((r.watched_after, r.delayed_after), (0, 0), "{rec:?}");
+        assert_eq!(targets(&[rec])[0].met, Some(true));
+    }
+
+    #[test]
+    fn purgatory_counts_are_exact() {
+        assert_exact(&run("purgatory", &tiny(), &mut Progress::quiet()).unwrap());
+    }
+
+    #[test]
+    fn tokio_notify_counts_are_exact_with_a_key_per_operation() {
+        let params = W4Params { keys: 0, ..tiny() };
+        assert_exact(&run("tokio_notify", &params, &mut Progress::quiet()).unwrap());
+        assert!(run("nope", &params, &mut Progress::quiet()).is_err());
+    }
+}
