@@ -1,9 +1,12 @@
 //! The `consumer_heartbeat` command line.
 
+use std::path::PathBuf;
+
 use broker::simulation::{SimConfig, MAX_CONSUMERS, MAX_DURATION_MS};
 use clap::Parser;
 
 use crate::cli::{count_in, fraction, int_in, secs_as_ms, UsageError};
+use crate::plot::svg_path;
 
 /// Consumer-heartbeat simulation: failure detection through the heartbeat
 /// purgatory (Kafka's DelayedHeartbeat).
@@ -47,6 +50,10 @@ pub struct HeartbeatArgs {
     /// Run on a manual clock: deterministic for a seed, as fast as possible.
     #[arg(long)]
     pub virtual_time: bool,
+    /// Write a chart of the run (alive members, heartbeats and evictions per
+    /// second, detection delays) to this SVG file.
+    #[arg(long, value_name = "FILE.svg", value_parser = svg_path)]
+    pub plot: Option<PathBuf>,
 }
 
 impl HeartbeatArgs {
@@ -103,6 +110,7 @@ mod tests {
             (&["--duration-s", "0.0001"], "'--duration-s <SECONDS>': must be a number of seconds from 0.001 to 604800"),
             (&["--duration-s", "-3"], "from 0.001 to 604800"),
             (&["--seed", "-1"], "'--seed <SEED>': must be a whole number from 0 to 18446744073709551615"),
+            (&["--plot", "run.png"], "'--plot <FILE.svg>': must be a file name ending in .svg"),
         ];
         for (args, expected) in cases {
             let err = parse(args).unwrap_err();

@@ -30,6 +30,7 @@ use rand::{Rng, SeedableRng};
 use timer::ManualClock;
 
 use super::config::{ConfigError, SimConfig, DETECTION_MARGIN_MS};
+use super::recording::Recording;
 use super::summary::{percentile, Progress, Summary};
 use crate::coordinator::{Eviction, GroupCoordinator};
 use crate::error::ErrorCode;
@@ -124,12 +125,22 @@ struct Engine<'a> {
     evictions: u64,
     last_progress: (u64, u64),
     started: Instant,
+    recording: Recording,
 }
 
 /// Runs the simulation `config` describes, calling `on_progress` every
 /// [`SimConfig::progress_interval_ms`] of simulated time and at the end, and
 /// returns its summary.
 pub fn run(config: &SimConfig, on_progress: impl FnMut(&Progress)) -> Result<Summary, SimError> {
+    run_recorded(config, on_progress).map(|(summary, _)| summary)
+}
+
+/// Like [`run`], and also returns the run's [`Recording`]: its time series
+/// and every detection delay.
+pub fn run_recorded(
+    config: &SimConfig,
+    on_progress: impl FnMut(&Progress),
+) -> Result<(Summary, Recording), SimError> {
     config.validate()?;
     let purgatory_error = |err: purgatory::PurgatoryError| SimError::Purgatory(err.to_string());
     let (coordinator, time) = if config.virtual_time {
@@ -146,7 +157,7 @@ pub fn run(config: &SimConfig, on_progress: impl FnMut(&Progress)) -> Result<Sum
     engine.run_loop(on_progress);
     let summary = engine.summary();
     engine.coordinator.shutdown();
-    Ok(summary)
+    Ok((summary, engine.recording))
 }
 
 impl<'a> Engine<'a> {
@@ -180,6 +191,7 @@ impl<'a> Engine<'a> {
             evictions: 0,
             last_progress: (0, 0),
             started: Instant::now(),
+            recording: Recording::for_duration(config.duration_ms),
         }
     }
 
@@ -204,6 +216,21 @@ impl<'a> Engine<'a> {
             self.events.push(Reverse((first, index)));
         }
         self.generations_at_start = self.coordinator.total_generations();
+        self.sample(0);
+    }
+
+    /// Adds a sample to the recording if one is due at `t`.
+    fn maybe_sample(&mut self, t: u64) {
+        if self.recording.due(t, self.config.duration_ms) {
+            self.sample(t);
+        }
+    }
+
+    fn sample(&mut self, t: u64) {
+        self.collect_evictions();
+        let alive = self.coordinator.alive_members();
+        let heartbeats = self.coordinator.heartbeats_handled();
+        self.recording.record(t, alive, heartbeats, self.evictions);
     }
 
     fn run_loop(&mut self, mut on_progress: impl FnMut(&Progress)) {
@@ -217,6 +244,7 @@ impl<'a> Engine<'a> {
                     clock.set_ms(t);
                     while self.coordinator.advance_clock(Duration::ZERO) {}
                     self.handle_due(t);
+                    self.maybe_sample(t);
                     if t == next_progress || t == end {
                         on_progress(&self.progress(t));
                         next_progress += interval;
@@ -226,6 +254,7 @@ impl<'a> Engine<'a> {
             Time::Real { .. } => loop {
                 let now = self.now();
                 self.handle_due(now.min(end));
+                self.maybe_sample(now.min(end));
                 if now >= next_progress || now >= end {
                     on_progress(&self.progress(now.min(end)));
                     next_progress = (now / interval + 1) * interval;
@@ -234,7 +263,8 @@ impl<'a> Engine<'a> {
                     break;
                 }
                 let next_event = self.events.peek().map_or(end, |Reverse((t, _))| *t);
-                let wake = next_event.min(next_progress).min(end);
+                let next_sample = self.recording.next_sample_ms();
+                let wake = next_event.min(next_progress).min(next_sample).min(end);
                 if wake > now {
                     std::thread::sleep(Duration::from_millis(wake - now));
                 }
@@ -367,6 +397,7 @@ impl<'a> Engine<'a> {
         let detected = self.consumers.iter().filter(|c| c.detected).count();
         let mut delays = std::mem::take(&mut self.delays);
         delays.sort_unstable();
+        self.recording.detection_delays_ms.clone_from(&delays);
         let heartbeats = self.coordinator.heartbeats_handled();
         let purgatory = self.coordinator.purgatory();
         Summary {
