@@ -20,6 +20,7 @@ fn small(seed: u64) -> SimConfig {
         duration_ms: 1_500,
         seed,
         virtual_time: true,
+        handler_threads: 2,
     }
 }
 
@@ -145,6 +146,36 @@ fn progress_comes_once_per_simulated_second() {
 }
 
 #[test]
+fn the_summary_does_not_depend_on_the_handler_threads() {
+    // About 100 heartbeats per millisecond: enough for the handlers to share.
+    let busy = SimConfig {
+        consumers: 2_000,
+        groups: 40,
+        heartbeat_interval_ms: 20,
+        session_timeout_ms: 60,
+        duration_ms: 300,
+        ..small(17)
+    };
+    let one = run_quietly(&SimConfig {
+        handler_threads: 1,
+        ..busy.clone()
+    });
+    assert_invariants(&one);
+    assert!(one.detected_failures > 0 && one.rejoins > 0, "{one:?}");
+    for threads in [2, 3, 8] {
+        let many = run_quietly(&SimConfig {
+            handler_threads: threads,
+            ..busy.clone()
+        });
+        let config = SimConfig {
+            handler_threads: 1,
+            ..many.config.clone()
+        };
+        assert_eq!(Summary { config, ..many }, one, "{threads} threads");
+    }
+}
+
+#[test]
 fn progress_thins_out_on_long_runs() {
     let mut times = Vec::new();
     let config = SimConfig {
@@ -257,6 +288,7 @@ fn a_short_real_time_run_detects_through_the_reaper() {
         duration_ms: 1_000,
         seed: 15,
         virtual_time: false,
+        handler_threads: 2,
     };
     let s = run_quietly(&config);
     assert_invariants(&s);

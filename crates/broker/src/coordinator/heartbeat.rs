@@ -26,7 +26,8 @@ use std::time::Duration;
 use purgatory::DelayedOperation;
 
 use super::CoordinatorInner;
-use crate::group::{Group, MemberId};
+use crate::group::Group;
+use crate::id::MemberId;
 
 /// A pending heartbeat expectation for one member, keyed by its `MemberKey`.
 ///
@@ -116,7 +117,7 @@ mod tests {
 
     use crate::coordinator::{Eviction, GroupCoordinator};
     use crate::error::ErrorCode;
-    use crate::group::{GroupId, MemberId};
+    use crate::id::{GroupId, MemberId};
 
     const SESSION_MS: u64 = 100;
 

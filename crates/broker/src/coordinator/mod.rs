@@ -31,14 +31,16 @@ use purgatory::{Operation, Purgatory, PurgatoryError};
 use timer::{Clock, ManualClock};
 
 use crate::error::ErrorCode;
-use crate::group::{Group, GroupId, Member, MemberId, MemberKey};
+use crate::group::{Group, Member};
+use crate::id::{GroupId, IdHasher, MemberId, MemberKey};
 
 pub mod heartbeat;
 
 pub use heartbeat::DelayedHeartbeat;
 
-/// The purgatory type the coordinator uses.
-pub type HeartbeatPurgatory = Purgatory<MemberKey, DelayedHeartbeat>;
+/// The purgatory type the coordinator uses; its keys hash with
+/// [`IdHasher`] (see [`crate::id`]).
+pub type HeartbeatPurgatory = Purgatory<MemberKey, DelayedHeartbeat, IdHasher>;
 
 /// One member removed because its heartbeat expectation expired.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,7 +82,7 @@ pub struct GroupCoordinator {
 /// The coordinator's state, shared with its heartbeat operations through a
 /// `Weak` (so pending operations never keep the coordinator alive).
 pub(crate) struct CoordinatorInner {
-    groups: DashMap<GroupId, Arc<Group>>,
+    groups: DashMap<GroupId, Arc<Group>, IdHasher>,
     purgatory: HeartbeatPurgatory,
     clock: Arc<dyn Clock>,
     next_token: AtomicU64,
@@ -99,7 +101,7 @@ impl GroupCoordinator {
         let clock = Arc::clone(purgatory.clock());
         GroupCoordinator {
             inner: Arc::new(CoordinatorInner {
-                groups: DashMap::new(),
+                groups: DashMap::with_hasher(IdHasher),
                 purgatory,
                 clock,
                 next_token: AtomicU64::new(1),
@@ -114,6 +116,7 @@ impl GroupCoordinator {
     /// driven by [`GroupCoordinator::advance_clock`].
     pub fn with_manual_clock(clock: &ManualClock) -> Result<Self, PurgatoryError> {
         let purgatory = Purgatory::builder(Self::PURGATORY_NAME)
+            .hasher(IdHasher)
             .clock(clock.clone())
             .reaper(false)
             .build()?;
@@ -122,7 +125,9 @@ impl GroupCoordinator {
 
     /// A coordinator in real time: system clock, reaper running.
     pub fn with_system_clock() -> Result<Self, PurgatoryError> {
-        let purgatory = Purgatory::builder(Self::PURGATORY_NAME).build()?;
+        let purgatory = Purgatory::builder(Self::PURGATORY_NAME)
+            .hasher(IdHasher)
+            .build()?;
         Ok(Self::new(purgatory))
     }
 
