@@ -17,13 +17,13 @@
 //!   purgatory's own locks.
 //!
 //! Invariant: a member's `heartbeat_token` changes on every heartbeat and join,
-//! and tokens are never reused (the coordinator hands them out from one
-//! counter). A heartbeat expectation is satisfied exactly when the member is
+//! and tokens are never reused within a group (the group hands them out from
+//! its own counter, [`GroupState::next_token`], under the group lock). A heartbeat expectation is satisfied exactly when the member is
 //! gone or its token is no longer the one the expectation was created with.
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
 use parking_lot::{Mutex, ReentrantMutex, ReentrantMutexGuard};
@@ -46,13 +46,31 @@ pub struct Member {
     pub heartbeat_token: u64,
 }
 
+/// What a group reports its members' expired heartbeat expectations to: the
+/// coordinator that owns it. Declared here, below the coordinator, so that a
+/// group (and the operations holding it) never names the coordinator.
+pub(crate) trait FailureSink: Send + Sync {
+    /// A heartbeat expectation of `member`, created with `token`, expired.
+    fn on_expire_heartbeat(&self, group: &Group, member: &MemberId, token: u64);
+}
+
 /// The mutable part of a group: its generation and members.
 #[derive(Debug, Default)]
 pub struct GroupState {
     /// Bumped by one on every membership change (a rebalance).
     pub generation: u64,
+    /// The last heartbeat token handed out in this group.
+    pub last_token: u64,
     /// The members, by id.
     pub members: HashMap<MemberId, Member, IdHasher>,
+}
+
+impl GroupState {
+    /// A token no member of the group has had yet.
+    pub fn next_token(&mut self) -> u64 {
+        self.last_token += 1;
+        self.last_token
+    }
 }
 
 /// A consumer group: id, group lock, generation and members.
@@ -60,6 +78,7 @@ pub struct Group {
     id: GroupId,
     lock: OperationLock,
     state: Mutex<GroupState>,
+    sink: OnceLock<Weak<dyn FailureSink>>,
 }
 
 impl Group {
@@ -69,6 +88,22 @@ impl Group {
             id,
             lock: Arc::new(ReentrantMutex::new(())),
             state: Mutex::new(GroupState::default()),
+            sink: OnceLock::new(),
+        }
+    }
+
+    /// A group whose expired heartbeat expectations go to `sink`.
+    pub(crate) fn with_sink(id: GroupId, sink: Weak<dyn FailureSink>) -> Self {
+        let group = Group::new(id);
+        let _ = group.sink.set(sink);
+        group
+    }
+
+    /// Reports an expired heartbeat expectation to the group's sink, if it
+    /// has one that still exists.
+    pub(crate) fn report_expired(&self, member: &MemberId, token: u64) {
+        if let Some(sink) = self.sink.get().and_then(Weak::upgrade) {
+            sink.on_expire_heartbeat(self, member, token);
         }
     }
 

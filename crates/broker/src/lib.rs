@@ -52,6 +52,7 @@
 #![warn(missing_docs, missing_debug_implementations)]
 
 pub mod coordinator;
+mod counter;
 pub mod error;
 pub mod fetch;
 pub mod group;
