@@ -270,16 +270,21 @@ impl<'a> Engine<'a> {
     /// Handles every heartbeat due at or before `t`: decides which consumers
     /// heartbeat (and when they will next), has the request handlers send
     /// those heartbeats, then lets the refused consumers rejoin.
+    ///
+    /// One millisecond's events at a time: a consumer has one event per
+    /// millisecond at most, so a round never holds two heartbeats of one
+    /// consumer, and a refused consumer has rejoined before its next event
+    /// (which matters in real time, when the engine runs behind).
     fn handle_due(&mut self, t: u64) {
         while let Some((due, bucket)) = self.events.pop_due(t) {
             for &index in &bucket {
                 self.schedule(due, index as usize);
             }
             self.events.recycle(bucket);
-        }
-        let refused = self.handlers.run().to_vec();
-        for index in refused {
-            self.rejoin(index as usize);
+            let refused = self.handlers.run().to_vec();
+            for index in refused {
+                self.rejoin(index as usize);
+            }
         }
     }
 
@@ -451,6 +456,28 @@ mod tests {
         assert_eq!(summary.false_evictions, 0);
         assert_eq!(summary.alive_at_end, summary.watched_at_end);
         assert_eq!(summary.alive_at_end, summary.delayed_at_end);
+    }
+
+    #[test]
+    fn an_engine_far_behind_rejoins_each_consumer_once() {
+        // Every member expires, then the engine handles 2 s of heartbeats at
+        // once (as a real-time engine that fell behind does): each consumer
+        // is refused once, rejoins once, and is then a member exactly once.
+        let config = SimConfig {
+            crash_rate: 0.0,
+            stall_rate: 0.0,
+            ..small(3)
+        };
+        let clock = ManualClock::new();
+        let coordinator = GroupCoordinator::with_manual_clock(&clock).unwrap();
+        let mut engine = Engine::new(&config, coordinator, Time::Virtual(clock.clone()));
+        engine.start();
+        clock.set_ms(2_000);
+        while engine.shared.coordinator.advance_clock(Duration::ZERO) {}
+        assert_eq!(engine.shared.coordinator.alive_members(), 0);
+        engine.handle_due(2_000);
+        assert_eq!(engine.rejoins, config.consumers as u64);
+        assert_eq!(engine.shared.coordinator.alive_members(), config.consumers);
     }
 
     #[test]
