@@ -132,6 +132,12 @@ pub fn run_recorded(
     };
     let mut engine = Engine::new(config, coordinator, time);
     engine.start();
+    if let Time::Real { start_ms } = &mut engine.time {
+        // Simulated time starts when the groups have formed: a million
+        // joins take seconds, which would otherwise leave the first
+        // heartbeats late before the run begins.
+        *start_ms = engine.shared.coordinator.now_ms();
+    }
     engine.run_loop(on_progress);
     let summary = engine.summary();
     drop(engine.handlers);
