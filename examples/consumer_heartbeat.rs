@@ -5,6 +5,7 @@
 //! ```text
 //! cargo run --release --example consumer_heartbeat                    # real time, ~15 s
 //! cargo run --release --example consumer_heartbeat -- --virtual-time  # deterministic, fast
+//! cargo run --release --example consumer_heartbeat -- --virtual-time --plot run.svg
 //! cargo run --release --example consumer_heartbeat -- --help
 //! ```
 //!
@@ -53,18 +54,26 @@ fn main() -> ExitCode {
         config.seed
     );
     let started = Instant::now();
-    let summary = match simulation::run(&config, |progress| println!("{progress}")) {
-        Ok(summary) => summary,
-        Err(err) => {
-            eprintln!("error: {err}");
-            return ExitCode::from(2);
-        }
-    };
+    let (summary, recording) =
+        match simulation::run_recorded(&config, |progress| println!("{progress}")) {
+            Ok(run) => run,
+            Err(err) => {
+                eprintln!("error: {err}");
+                return ExitCode::from(2);
+            }
+        };
     println!(
         "wall time          {:.2} s",
         started.elapsed().as_secs_f64()
     );
     println!("{summary}");
+    if let Some(path) = &args.plot {
+        if let Err(err) = examples::plot::write_svg(path, &summary, &recording) {
+            eprintln!("error: cannot write the chart to {}: {err}", path.display());
+            return ExitCode::FAILURE;
+        }
+        eprintln!("chart written to {}", path.display());
+    }
     if args.json {
         println!("{}", summary.to_json());
     }

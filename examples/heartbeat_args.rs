@@ -1,9 +1,12 @@
 //! The `consumer_heartbeat` command line.
 
-use broker::simulation::{SimConfig, MAX_CONSUMERS, MAX_DURATION_MS};
+use std::path::PathBuf;
+
+use broker::simulation::{SimConfig, MAX_CONSUMERS, MAX_DURATION_MS, MAX_HANDLER_THREADS};
 use clap::Parser;
 
 use crate::cli::{count_in, fraction, int_in, secs_as_ms, UsageError};
+use crate::plot::svg_path;
 
 /// Consumer-heartbeat simulation: failure detection through the heartbeat
 /// purgatory (Kafka's DelayedHeartbeat).
@@ -47,6 +50,14 @@ pub struct HeartbeatArgs {
     /// Run on a manual clock: deterministic for a seed, as fast as possible.
     #[arg(long)]
     pub virtual_time: bool,
+    /// Threads of the coordinator's request-handler pool, 1 to 64 (a
+    /// virtual run's summary is the same for any number).
+    #[arg(long, default_value = "2", value_parser = count_in::<1, { MAX_HANDLER_THREADS as u64 }>)]
+    pub handler_threads: usize,
+    /// Write a chart of the run (alive members, heartbeats and evictions per
+    /// second, detection delays) to this SVG file.
+    #[arg(long, value_name = "FILE.svg", value_parser = svg_path)]
+    pub plot: Option<PathBuf>,
 }
 
 impl HeartbeatArgs {
@@ -65,6 +76,7 @@ impl HeartbeatArgs {
             duration_ms: self.duration_ms,
             seed: self.seed,
             virtual_time: self.virtual_time,
+            handler_threads: self.handler_threads,
         };
         config.validate().map_err(|e| UsageError(e.to_string()))?;
         Ok(config)
@@ -103,6 +115,8 @@ mod tests {
             (&["--duration-s", "0.0001"], "'--duration-s <SECONDS>': must be a number of seconds from 0.001 to 604800"),
             (&["--duration-s", "-3"], "from 0.001 to 604800"),
             (&["--seed", "-1"], "'--seed <SEED>': must be a whole number from 0 to 18446744073709551615"),
+            (&["--handler-threads", "0"], "'--handler-threads <HANDLER_THREADS>': must be a whole number from 1 to 64"),
+            (&["--plot", "run.png"], "'--plot <FILE.svg>': must be a file name ending in .svg"),
         ];
         for (args, expected) in cases {
             let err = parse(args).unwrap_err();

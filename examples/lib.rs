@@ -7,6 +7,7 @@
 pub mod cli;
 pub mod fetch_args;
 pub mod heartbeat_args;
+pub mod plot;
 pub mod produce_args;
 
 use std::time::Duration;

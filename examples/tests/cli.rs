@@ -86,6 +86,8 @@ fn consumer_heartbeat_refuses_bad_input() {
         (&["--duration-s", "0.0001"], "'--duration-s <SECONDS>': must be a number of seconds from 0.001 to 604800, in whole milliseconds"),
         (&["--duration-s", "1000000"], "'--duration-s <SECONDS>': must be a number of seconds from 0.001 to 604800"),
         (&["--duration-s", "5"], "--duration-s (5 s) is too short"),
+        (&["--plot", "run.png"], "'--plot <FILE.svg>': must be a file name ending in .svg, in an existing directory"),
+        (&["--plot", "/no/such/dir/run.svg"], "'--plot <FILE.svg>': must be a file name ending in .svg"),
         (
             &["--consumers", "10000000", "--heartbeat-interval-ms", "1", "--session-timeout-ms", "2", "--duration-s", "3600"],
             "heartbeats; it must be at most 10000000000",
@@ -247,4 +249,41 @@ fn a_long_virtual_run_prints_few_status_lines() {
         stdout.contains("== summary (virtual time, seed 42) =="),
         "{stdout}"
     );
+}
+
+#[test]
+fn plot_writes_one_svg_chart_of_the_run() {
+    let path = std::env::temp_dir().join(format!("consumer_heartbeat-{}.svg", std::process::id()));
+    let out = run(
+        "consumer_heartbeat",
+        &[
+            "--virtual-time",
+            "--consumers",
+            "200",
+            "--groups",
+            "4",
+            "--duration-s",
+            "14",
+            "--plot",
+            path.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let svg = std::fs::read_to_string(&path).expect("the chart is written");
+    std::fs::remove_file(&path).ok();
+    assert!(svg.starts_with("<svg"), "{}", &svg[..100.min(svg.len())]);
+    for caption in [
+        "alive members",
+        "heartbeats per second",
+        "evictions per second (3 detected failures, 0 false)",
+        "detection delay (p50 10000 ms, max 10000 ms)",
+        "session timeout 10000 ms",
+    ] {
+        assert!(svg.contains(caption), "the chart lacks {caption:?}");
+    }
 }

@@ -17,100 +17,19 @@
 //!   purgatory's own locks.
 //!
 //! Invariant: a member's `heartbeat_token` changes on every heartbeat and join,
-//! and tokens are never reused (the coordinator hands them out from one
-//! counter). A heartbeat expectation is satisfied exactly when the member is
+//! and tokens are never reused within a group (the group hands them out from
+//! its own counter, [`GroupState::next_token`], under the group lock). A heartbeat expectation is satisfied exactly when the member is
 //! gone or its token is no longer the one the expectation was created with.
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
 use parking_lot::{Mutex, ReentrantMutex, ReentrantMutexGuard};
 use purgatory::OperationLock;
 
-/// A consumer group id, e.g. `group-7`. Cheap to clone.
-#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct GroupId(Arc<str>);
-
-impl GroupId {
-    /// A group id from any string.
-    pub fn new(id: impl Into<Arc<str>>) -> Self {
-        GroupId(id.into())
-    }
-
-    /// The id as a string.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-/// A member id within a group, e.g. `consumer-42-1`. Cheap to clone.
-#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct MemberId(Arc<str>);
-
-impl MemberId {
-    /// A member id from any string.
-    pub fn new(id: impl Into<Arc<str>>) -> Self {
-        MemberId(id.into())
-    }
-
-    /// The id as a string.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-macro_rules! string_id_fmt {
-    ($t:ty) => {
-        impl fmt::Display for $t {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(&self.0)
-            }
-        }
-        impl fmt::Debug for $t {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                fmt::Debug::fmt(&*self.0, f)
-            }
-        }
-        impl From<&str> for $t {
-            fn from(s: &str) -> Self {
-                Self::new(s)
-            }
-        }
-    };
-}
-string_id_fmt!(GroupId);
-string_id_fmt!(MemberId);
-
-/// The purgatory key of a member's heartbeat expectation: Kafka's `MemberKey`.
-#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct MemberKey {
-    /// The member's group.
-    pub group: GroupId,
-    /// The member.
-    pub member: MemberId,
-}
-
-impl MemberKey {
-    /// The key of `member` in `group`.
-    pub fn new(group: GroupId, member: MemberId) -> Self {
-        MemberKey { group, member }
-    }
-}
-
-impl fmt::Display for MemberKey {
-    /// Kafka's key label, `<groupId>-<memberId>`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}-{}", self.group, self.member)
-    }
-}
-
-impl fmt::Debug for MemberKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "MemberKey({self})")
-    }
-}
+pub use crate::id::{GroupId, IdHasher, MemberId, MemberKey};
 
 /// One member of a group, as the coordinator sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -127,13 +46,31 @@ pub struct Member {
     pub heartbeat_token: u64,
 }
 
+/// What a group reports its members' expired heartbeat expectations to: the
+/// coordinator that owns it. Declared here, below the coordinator, so that a
+/// group (and the operations holding it) never names the coordinator.
+pub(crate) trait FailureSink: Send + Sync {
+    /// A heartbeat expectation of `member`, created with `token`, expired.
+    fn on_expire_heartbeat(&self, group: &Group, member: &MemberId, token: u64);
+}
+
 /// The mutable part of a group: its generation and members.
 #[derive(Debug, Default)]
 pub struct GroupState {
     /// Bumped by one on every membership change (a rebalance).
     pub generation: u64,
-    /// The members, ordered by id so that iteration is deterministic.
-    pub members: BTreeMap<MemberId, Member>,
+    /// The last heartbeat token handed out in this group.
+    pub last_token: u64,
+    /// The members, by id.
+    pub members: HashMap<MemberId, Member, IdHasher>,
+}
+
+impl GroupState {
+    /// A token no member of the group has had yet.
+    pub fn next_token(&mut self) -> u64 {
+        self.last_token += 1;
+        self.last_token
+    }
 }
 
 /// A consumer group: id, group lock, generation and members.
@@ -141,6 +78,7 @@ pub struct Group {
     id: GroupId,
     lock: OperationLock,
     state: Mutex<GroupState>,
+    sink: OnceLock<Weak<dyn FailureSink>>,
 }
 
 impl Group {
@@ -150,6 +88,22 @@ impl Group {
             id,
             lock: Arc::new(ReentrantMutex::new(())),
             state: Mutex::new(GroupState::default()),
+            sink: OnceLock::new(),
+        }
+    }
+
+    /// A group whose expired heartbeat expectations go to `sink`.
+    pub(crate) fn with_sink(id: GroupId, sink: Weak<dyn FailureSink>) -> Self {
+        let group = Group::new(id);
+        let _ = group.sink.set(sink);
+        group
+    }
+
+    /// Reports an expired heartbeat expectation to the group's sink, if it
+    /// has one that still exists.
+    pub(crate) fn report_expired(&self, member: &MemberId, token: u64) {
+        if let Some(sink) = self.sink.get().and_then(Weak::upgrade) {
+            sink.on_expire_heartbeat(self, member, token);
         }
     }
 
@@ -196,7 +150,9 @@ impl Group {
 
     /// The members' ids, in order.
     pub fn member_ids(&self) -> Vec<MemberId> {
-        self.state.lock().members.keys().cloned().collect()
+        let mut ids: Vec<MemberId> = self.state.lock().members.keys().cloned().collect();
+        ids.sort_unstable();
+        ids
     }
 }
 
@@ -214,13 +170,6 @@ impl fmt::Debug for Group {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ids_and_keys_print_like_kafka() {
-        let key = MemberKey::new("group-1".into(), "consumer-3-0".into());
-        assert_eq!(key.to_string(), "group-1-consumer-3-0");
-        assert_eq!(format!("{:?}", key.group), "\"group-1\"");
-    }
 
     #[test]
     fn group_lock_is_reentrant_and_shared() {

@@ -24,6 +24,8 @@
 //!
 //! - [`records`], [`error`], [`response`]: the log model, Kafka's error codes
 //!   and the response callbacks every operation answers through;
+//! - [`id`]: group and member ids (hashed once, when made) and the hasher
+//!   of the maps keyed by them;
 //! - [`group`]: groups, members and their locks;
 //! - [`coordinator`]: the [`GroupCoordinator`] and, as its child module
 //!   [`coordinator::heartbeat`], the heartbeat operation it arms;
@@ -50,9 +52,11 @@
 #![warn(missing_docs, missing_debug_implementations)]
 
 pub mod coordinator;
+mod counter;
 pub mod error;
 pub mod fetch;
 pub mod group;
+pub mod id;
 pub mod partition;
 pub mod produce;
 pub mod records;
@@ -65,7 +69,8 @@ pub use coordinator::{
 };
 pub use error::ErrorCode;
 pub use fetch::{DelayedFetch, FetchParams, FetchResponse, PartitionFetch};
-pub use group::{Group, GroupId, Member, MemberId, MemberKey};
+pub use group::{Group, Member};
+pub use id::{GroupId, IdHasher, MemberId, MemberKey};
 pub use partition::{
     FetchIsolation, Partition, PartitionRead, PartitionRegistry, PartitionRole, ReplicaId,
     TopicPartition, LEADER_ID,

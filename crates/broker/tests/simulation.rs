@@ -4,7 +4,7 @@
 //! plus one tick and the heartbeat jitter, one pending expectation per alive
 //! member, and (in virtual time) the same summary for the same seed.
 
-use broker::simulation::{run, SimConfig, Summary};
+use broker::simulation::{run, run_recorded, SimConfig, Summary};
 
 /// The purgatory's tick: expiry may land up to one tick after the deadline.
 const TICK_MS: u64 = 1;
@@ -20,6 +20,7 @@ fn small(seed: u64) -> SimConfig {
         duration_ms: 1_500,
         seed,
         virtual_time: true,
+        handler_threads: 2,
     }
 }
 
@@ -145,6 +146,75 @@ fn progress_comes_once_per_simulated_second() {
 }
 
 #[test]
+fn the_summary_does_not_depend_on_the_handler_threads() {
+    // About 100 heartbeats per millisecond: enough for the handlers to share.
+    let busy = SimConfig {
+        consumers: 2_000,
+        groups: 40,
+        heartbeat_interval_ms: 20,
+        session_timeout_ms: 60,
+        duration_ms: 300,
+        ..small(17)
+    };
+    let one = run_quietly(&SimConfig {
+        handler_threads: 1,
+        ..busy.clone()
+    });
+    assert_invariants(&one);
+    assert!(one.detected_failures > 0 && one.rejoins > 0, "{one:?}");
+    for threads in [2, 3, 8] {
+        let many = run_quietly(&SimConfig {
+            handler_threads: threads,
+            ..busy.clone()
+        });
+        let config = SimConfig {
+            handler_threads: 1,
+            ..many.config.clone()
+        };
+        assert_eq!(Summary { config, ..many }, one, "{threads} threads");
+    }
+}
+
+#[test]
+fn progress_thins_out_on_long_runs() {
+    let mut times = Vec::new();
+    let config = SimConfig {
+        consumers: 20,
+        groups: 2,
+        duration_ms: 100_000,
+        ..small(16)
+    };
+    run(&config, |p| times.push(p.elapsed_ms)).unwrap();
+    let expected: Vec<u64> = (1..=20).map(|i| i * 5_000).collect();
+    assert_eq!(times, expected, "one line every 5 s for a 100 s run");
+}
+
+#[test]
+fn the_recording_adds_up_to_the_summary() {
+    let config = SimConfig {
+        duration_ms: 2_500,
+        ..small(15)
+    };
+    let (s, r) = run_recorded(&config, |_| {}).unwrap();
+    assert_eq!(s, run_quietly(&config), "recording changes nothing");
+    let times: Vec<u64> = r.samples.iter().map(|x| x.t_ms).collect();
+    assert_eq!(times, [0, 1_000, 2_000, 2_500]);
+    assert_eq!(r.samples[0].alive, config.consumers);
+    assert_eq!(r.samples.last().unwrap().alive, s.alive_at_end);
+    let heartbeats: u64 = r.samples.iter().map(|x| x.heartbeats).sum();
+    assert_eq!(heartbeats, s.heartbeats);
+    let evictions: u64 = r.samples.iter().map(|x| x.evictions).sum();
+    assert_eq!(evictions, (s.detected_failures + s.false_evictions) as u64);
+    assert_eq!(r.detection_delays_ms.len(), s.detected_failures);
+    assert!(r.detection_delays_ms.windows(2).all(|w| w[0] <= w[1]));
+    assert_eq!(
+        r.detection_delays_ms.last().copied(),
+        s.detection_delay_max_ms
+    );
+    assert_eq!(r.heartbeats_per_s().len(), 3);
+}
+
+#[test]
 fn json_has_every_field_the_issue_asks_for() {
     let json = run_quietly(&small(14)).to_json();
     assert!(json.starts_with('{') && json.ends_with('}') && !json.contains('\n'));
@@ -218,6 +288,7 @@ fn a_short_real_time_run_detects_through_the_reaper() {
         duration_ms: 1_000,
         seed: 15,
         virtual_time: false,
+        handler_threads: 2,
     };
     let s = run_quietly(&config);
     assert_invariants(&s);

@@ -20,20 +20,19 @@
 //!   member alive, and a member is never evicted twice.
 
 use std::fmt;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 use purgatory::DelayedOperation;
 
-use super::CoordinatorInner;
-use crate::group::{Group, MemberId};
+use crate::group::Group;
+use crate::id::MemberId;
 
 /// A pending heartbeat expectation for one member, keyed by its `MemberKey`.
 ///
 /// Built by the [`GroupCoordinator`](crate::GroupCoordinator); user code only
 /// sees it through the purgatory's counts and [`DelayedHeartbeat::member`].
 pub struct DelayedHeartbeat {
-    coordinator: Weak<CoordinatorInner>,
     group: Arc<Group>,
     member: MemberId,
     token: u64,
@@ -42,14 +41,12 @@ pub struct DelayedHeartbeat {
 
 impl DelayedHeartbeat {
     pub(crate) fn new(
-        coordinator: Weak<CoordinatorInner>,
         group: Arc<Group>,
         member: MemberId,
         token: u64,
         session_timeout: Duration,
     ) -> Self {
         DelayedHeartbeat {
-            coordinator,
             group,
             member,
             token,
@@ -88,10 +85,9 @@ impl DelayedOperation for DelayedHeartbeat {
     }
 
     fn on_expiration(&self) {
-        // If the coordinator is gone, so is everything it would update.
-        if let Some(coordinator) = self.coordinator.upgrade() {
-            coordinator.on_expire_heartbeat(&self.group, &self.member, self.token);
-        }
+        // The group hands it to its coordinator (Kafka's onExpireHeartbeat);
+        // if the coordinator is gone, so is everything it would update.
+        self.group.report_expired(&self.member, self.token);
     }
 }
 
@@ -116,7 +112,7 @@ mod tests {
 
     use crate::coordinator::{Eviction, GroupCoordinator};
     use crate::error::ErrorCode;
-    use crate::group::{GroupId, MemberId};
+    use crate::id::{GroupId, MemberId};
 
     const SESSION_MS: u64 = 100;
 

@@ -21,7 +21,7 @@
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use dashmap::DashMap;
@@ -30,15 +30,23 @@ use parking_lot::Mutex;
 use purgatory::{Operation, Purgatory, PurgatoryError};
 use timer::{Clock, ManualClock};
 
+use crate::counter::StripedCounter;
 use crate::error::ErrorCode;
-use crate::group::{Group, GroupId, Member, MemberId, MemberKey};
+use crate::group::{FailureSink, Group, Member};
+use crate::id::{GroupId, IdHasher, MemberId, MemberKey};
 
 pub mod heartbeat;
 
 pub use heartbeat::DelayedHeartbeat;
 
-/// The purgatory type the coordinator uses.
-pub type HeartbeatPurgatory = Purgatory<MemberKey, DelayedHeartbeat>;
+/// Shards of the group map: enough that request handlers on a few cores
+/// seldom take the same shard's lock at once (a power of two, as DashMap
+/// requires).
+const GROUP_SHARDS: usize = 64;
+
+/// The purgatory type the coordinator uses; its keys hash with
+/// [`IdHasher`] (see [`crate::id`]).
+pub type HeartbeatPurgatory = Purgatory<MemberKey, DelayedHeartbeat, IdHasher>;
 
 /// One member removed because its heartbeat expectation expired.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,11 +88,10 @@ pub struct GroupCoordinator {
 /// The coordinator's state, shared with its heartbeat operations through a
 /// `Weak` (so pending operations never keep the coordinator alive).
 pub(crate) struct CoordinatorInner {
-    groups: DashMap<GroupId, Arc<Group>>,
+    groups: DashMap<GroupId, Arc<Group>, IdHasher>,
     purgatory: HeartbeatPurgatory,
     clock: Arc<dyn Clock>,
-    next_token: AtomicU64,
-    heartbeats: AtomicU64,
+    heartbeats: StripedCounter,
     evictions: Mutex<Vec<Eviction>>,
     eviction_count: AtomicU64,
 }
@@ -99,11 +106,10 @@ impl GroupCoordinator {
         let clock = Arc::clone(purgatory.clock());
         GroupCoordinator {
             inner: Arc::new(CoordinatorInner {
-                groups: DashMap::new(),
+                groups: DashMap::with_hasher_and_shard_amount(IdHasher, GROUP_SHARDS),
                 purgatory,
                 clock,
-                next_token: AtomicU64::new(1),
-                heartbeats: AtomicU64::new(0),
+                heartbeats: StripedCounter::default(),
                 evictions: Mutex::new(Vec::new()),
                 eviction_count: AtomicU64::new(0),
             }),
@@ -114,6 +120,7 @@ impl GroupCoordinator {
     /// driven by [`GroupCoordinator::advance_clock`].
     pub fn with_manual_clock(clock: &ManualClock) -> Result<Self, PurgatoryError> {
         let purgatory = Purgatory::builder(Self::PURGATORY_NAME)
+            .hasher(IdHasher)
             .clock(clock.clone())
             .reaper(false)
             .build()?;
@@ -122,7 +129,9 @@ impl GroupCoordinator {
 
     /// A coordinator in real time: system clock, reaper running.
     pub fn with_system_clock() -> Result<Self, PurgatoryError> {
-        let purgatory = Purgatory::builder(Self::PURGATORY_NAME).build()?;
+        let purgatory = Purgatory::builder(Self::PURGATORY_NAME)
+            .hasher(IdHasher)
+            .build()?;
         Ok(Self::new(purgatory))
     }
 
@@ -151,7 +160,10 @@ impl GroupCoordinator {
             self.inner
                 .groups
                 .entry(id.clone())
-                .or_insert_with(|| Arc::new(Group::new(id)))
+                .or_insert_with(|| {
+                    let sink: Weak<dyn FailureSink> = Arc::downgrade(&self.inner) as _;
+                    Arc::new(Group::with_sink(id, sink))
+                })
                 .value(),
         )
     }
@@ -176,8 +188,8 @@ impl GroupCoordinator {
         let group = self.add_group(group.clone());
         let _guard = group.lock();
         let now = self.now_ms();
-        let token = self.inner.next_token();
         let result = group.with_state(|state| {
+            let token = state.next_token();
             state.members.insert(
                 member.clone(),
                 Member {
@@ -189,11 +201,13 @@ impl GroupCoordinator {
                 },
             );
             state.generation += 1;
-            JoinResult {
+            let joined = JoinResult {
                 generation: state.generation,
                 members: state.members.len(),
-            }
+            };
+            (joined, token)
         });
+        let (result, token) = result;
         debug!(
             "Member {member} joined group {}, generation {}",
             group.id(),
@@ -207,19 +221,20 @@ impl GroupCoordinator {
     /// Handles a heartbeat: `UNKNOWN_MEMBER_ID` if the member is not in the
     /// group (it was evicted, or never joined), else resets its session timer.
     pub fn heartbeat(&self, group: &GroupId, member: &MemberId) -> Result<(), ErrorCode> {
-        self.inner.heartbeats.fetch_add(1, Ordering::Relaxed);
+        self.inner.heartbeats.increment();
         let group = self.group(group).ok_or(ErrorCode::GroupIdNotFound)?;
         let _guard = group.lock();
         let now = self.now_ms();
-        let token = self.inner.next_token();
-        let session_timeout = group.with_state(|state| {
-            state.members.get_mut(member).map(|m| {
-                m.last_heartbeat_ms = now;
-                m.heartbeat_token = token;
-                m.session_timeout
-            })
+        let renewed = group.with_state(|state| {
+            let token = state.last_token + 1;
+            let m = state.members.get_mut(member)?;
+            m.last_heartbeat_ms = now;
+            m.heartbeat_token = token;
+            let session_timeout = m.session_timeout;
+            state.last_token = token;
+            Some((token, session_timeout))
         });
-        let session_timeout = session_timeout.ok_or(ErrorCode::UnknownMemberId)?;
+        let (token, session_timeout) = renewed.ok_or(ErrorCode::UnknownMemberId)?;
         self.inner
             .complete_and_schedule_next(&group, member, token, session_timeout);
         Ok(())
@@ -249,7 +264,7 @@ impl GroupCoordinator {
 
     /// Heartbeat requests handled so far (including rejected ones).
     pub fn heartbeats_handled(&self) -> u64 {
-        self.inner.heartbeats.load(Ordering::Relaxed)
+        self.inner.heartbeats.sum()
     }
 
     /// Members evicted so far.
@@ -300,14 +315,10 @@ impl fmt::Debug for GroupCoordinator {
 }
 
 impl CoordinatorInner {
-    fn next_token(&self) -> u64 {
-        self.next_token.fetch_add(1, Ordering::Relaxed)
-    }
-
     /// Kafka's `completeAndScheduleNextHeartbeatExpiration`; the caller holds
     /// the group lock and has just given the member the new `token`.
     fn complete_and_schedule_next(
-        self: &Arc<Self>,
+        &self,
         group: &Arc<Group>,
         member: &MemberId,
         token: u64,
@@ -316,23 +327,19 @@ impl CoordinatorInner {
         let key = MemberKey::new(group.id().clone(), member.clone());
         // The new token satisfies the pending expectation: complete it.
         self.purgatory.check_and_complete(&key);
-        let op = DelayedHeartbeat::new(
-            Arc::downgrade(self),
-            Arc::clone(group),
-            member.clone(),
-            token,
-            session_timeout,
-        );
+        let op = DelayedHeartbeat::new(Arc::clone(group), member.clone(), token, session_timeout);
         let op = Operation::with_lock(op, group.operation_lock());
         if let Err(err) = self.purgatory.try_complete_else_watch(op, [key]) {
             // Only after shutdown: the member then simply is never evicted.
             debug!("heartbeat expectation for {member} not armed: {err}");
         }
     }
+}
 
+impl FailureSink for CoordinatorInner {
     /// Kafka's `onExpireHeartbeat`: runs on the purgatory's executor thread,
     /// holding the group lock (the operation lock).
-    pub(crate) fn on_expire_heartbeat(&self, group: &Group, member: &MemberId, token: u64) {
+    fn on_expire_heartbeat(&self, group: &Group, member: &MemberId, token: u64) {
         let _guard = group.lock();
         let now = self.clock.now_ms();
         let eviction = group.with_state(|state| {

@@ -32,6 +32,14 @@ pub const MAX_CONSUMERS: usize = 10_000_000;
 /// bigger run takes hours even in virtual time.
 pub const MAX_PLANNED_HEARTBEATS: u64 = 10_000_000_000;
 
+/// The most request-handler threads a run may use.
+pub const MAX_HANDLER_THREADS: usize = 64;
+
+/// Request-handler threads by default: one per core of the 2-core machines
+/// the project is measured on. Fixed rather than read from the machine, so
+/// that a configuration means the same run everywhere.
+pub const DEFAULT_HANDLER_THREADS: usize = 2;
+
 /// Status lines per run, at most (plus the one at the end): the interval
 /// between them grows with the duration.
 pub const MAX_PROGRESS_LINES: u64 = 30;
@@ -59,12 +67,15 @@ pub struct SimConfig {
     /// Virtual time (manual clock, deterministic, as fast as possible) rather
     /// than real time (system clock and the purgatory's reaper).
     pub virtual_time: bool,
+    /// Threads of the coordinator's request-handler pool. The summary of a
+    /// virtual run does not depend on it.
+    pub handler_threads: usize,
 }
 
 impl Default for SimConfig {
     /// The defaults of `consumer_heartbeat`: 10,000 consumers in 100 groups,
     /// heartbeats every 3 s, a 10 s session timeout, 1% crashes, 0.5% stalls,
-    /// 15 s, real time.
+    /// 15 s, real time, [`DEFAULT_HANDLER_THREADS`] request handlers.
     fn default() -> Self {
         SimConfig {
             consumers: 10_000,
@@ -76,6 +87,7 @@ impl Default for SimConfig {
             duration_ms: 15_000,
             seed: 42,
             virtual_time: false,
+            handler_threads: DEFAULT_HANDLER_THREADS,
         }
     }
 }
@@ -154,6 +166,12 @@ impl SimConfig {
         }
         if self.consumers > MAX_CONSUMERS {
             return fail(format!("--consumers must be at most {MAX_CONSUMERS}"));
+        }
+        if !(1..=MAX_HANDLER_THREADS).contains(&self.handler_threads) {
+            return fail(format!(
+                "--handler-threads ({}) must be from 1 to {MAX_HANDLER_THREADS}",
+                self.handler_threads
+            ));
         }
         if self.groups == 0 {
             return fail("--groups must be at least 1".into());

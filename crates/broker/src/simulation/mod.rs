@@ -20,6 +20,9 @@
 //!   Failures start within [`SimConfig::injection_window_ms`]: after the first
 //!   interval and no later than one session timeout (plus
 //!   [`DETECTION_MARGIN_MS`]) before the end, so each is detected in the run.
+//! - The coordinator answers heartbeats on a pool of
+//!   [`SimConfig::handler_threads`] request-handler threads, each group's on
+//!   one of them.
 //! - The coordinator is never told about a failure: it finds out only when the
 //!   heartbeat purgatory expires a member's expectation.
 //!
@@ -46,13 +49,19 @@
 //!   heartbeat purgatory's two gauges. Each alive member has exactly one
 //!   pending expectation and a departed member none, so the three are equal.
 
+mod calendar;
 mod config;
 mod engine;
+mod handlers;
+mod plan;
+mod recording;
 mod summary;
 
 pub use config::{
-    ConfigError, SimConfig, DETECTION_MARGIN_MS, JITTER_PERCENT, MAX_CONSUMERS, MAX_DURATION_MS,
-    MAX_PLANNED_HEARTBEATS, MAX_PROGRESS_LINES,
+    ConfigError, SimConfig, DEFAULT_HANDLER_THREADS, DETECTION_MARGIN_MS, JITTER_PERCENT,
+    MAX_CONSUMERS, MAX_DURATION_MS, MAX_HANDLER_THREADS, MAX_PLANNED_HEARTBEATS,
+    MAX_PROGRESS_LINES,
 };
-pub use engine::{run, SimError};
+pub use engine::{run, run_recorded, SimError};
+pub use recording::{Recording, Sample, MAX_SAMPLES};
 pub use summary::{percentile, Progress, Summary};

@@ -125,7 +125,7 @@ impl Summary {
         format!(
             concat!(
                 "{{\"consumers\":{},\"groups\":{},\"heartbeat_interval_ms\":{},\"session_timeout_ms\":{},",
-                "\"crash_rate\":{},\"stall_rate\":{},\"duration_s\":{},\"seed\":{},\"virtual_time\":{},",
+                "\"crash_rate\":{},\"stall_rate\":{},\"duration_s\":{},\"seed\":{},\"virtual_time\":{},\"handler_threads\":{},",
                 "\"injected_crashes\":{},\"injected_stalls\":{},\"detected_failures\":{},",
                 "\"undetected_failures\":{},\"false_evictions\":{},",
                 "\"detection_delay_p50_ms\":{},\"detection_delay_p99_ms\":{},\"detection_delay_max_ms\":{},",
@@ -141,6 +141,7 @@ impl Summary {
             c.duration_ms as f64 / 1000.0,
             c.seed,
             c.virtual_time,
+            c.handler_threads,
             self.injected_crashes,
             self.injected_stalls,
             self.detected_failures,
@@ -219,8 +220,11 @@ impl fmt::Display for Summary {
         )?;
         writeln!(
             f,
-            "heartbeats         {} ({:.1}/s)",
-            self.heartbeats, self.heartbeats_per_s
+            "heartbeats         {} ({:.1}/s), handled by {} request-handler thread{}",
+            self.heartbeats,
+            self.heartbeats_per_s,
+            c.handler_threads,
+            if c.handler_threads == 1 { "" } else { "s" }
         )?;
         let consistent =
             self.watched_at_end == self.alive_at_end && self.delayed_at_end == self.alive_at_end;
