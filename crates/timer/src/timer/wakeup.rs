@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use super::shard::ShardState;
 use super::{Timer, TimerTask};
+use crate::delay_queue::DelayQueue;
 use crate::wheel::{Advance, TimingWheel};
 
 /// Most entries moved per hold of a shard's lock in `advance_clock`.
@@ -78,6 +79,23 @@ fn next_wakeup<T>(wheel: &TimingWheel<T>, now: u64, tick_ms: u64, yielded: bool)
     next.map(|next| if yielded { next.max(now) } else { next })
 }
 
+/// A shard's wake-up, taken off the timer's queue for a visit that has not
+/// re-armed it yet. Dropped only when the visit unwinds (the clock is a
+/// user's type, and may panic): it puts the wake-up back, so that the
+/// shard's tasks still fire at a later advance. A visit that ends normally
+/// forgets it.
+struct TakenWakeUp<'a> {
+    queue: &'a DelayQueue<usize>,
+    due: u64,
+    index: usize,
+}
+
+impl Drop for TakenWakeUp<'_> {
+    fn drop(&mut self) {
+        self.queue.offer(self.due, self.index);
+    }
+}
+
 impl<T: TimerTask> Timer<T> {
     /// Drives the clock: waits up to `timeout` for the earliest bucket to
     /// come due (waking early if an earlier one is added or the timer shuts
@@ -88,8 +106,15 @@ impl<T: TimerTask> Timer<T> {
             return false;
         }
         let mut any = false;
-        while let Some((_, index)) = self.queue.poll_due(self.clock.now_ms()) {
+        while let Some((due, index)) = self.queue.poll_due(self.clock.now_ms()) {
+            let wake_up = TakenWakeUp {
+                queue: &self.queue,
+                due,
+                index,
+            };
             any |= self.advance_shard(index);
+            // The visit re-armed the shard's wake-up.
+            std::mem::forget(wake_up);
         }
         any
     }

@@ -78,6 +78,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::bucket::Bucket;
+use crate::clock::NANOS_PER_MS;
 use crate::delay_queue::DelayQueue;
 use crate::entries::{Entries, TimerHandle};
 use crate::ConfigError;
@@ -92,9 +93,21 @@ use level::Level;
 /// `current_time + interval` without overflow.
 pub const MAX_DEADLINE_MS: u64 = u64::MAX / 4;
 
-/// Largest accepted tick, ms: a deadline must be able to round up to a tick
-/// below [`MAX_DEADLINE_MS`] with room for a whole level above it.
-pub const MAX_TICK_MS: u64 = MAX_DEADLINE_MS >> 16;
+/// Largest accepted tick, ms: the last millisecond a [`Clock`](crate::Clock)
+/// can read (`u64::MAX` nanoseconds, about 584 years). A task is due at the
+/// end of a tick at the earliest, so with a longer tick no clock could ever
+/// reach a deadline and nothing would fire. With this tick, a task added
+/// during the first tick fires when the clock reaches its last millisecond.
+pub const MAX_TICK_MS: u64 = u64::MAX / NANOS_PER_MS;
+
+// A deadline rounds up to a tick below MAX_DEADLINE_MS with room for a whole
+// level above it, for every accepted tick and wheel size.
+const _: () = assert!(
+    MAX_TICK_MS
+        .saturating_mul(MAX_WHEEL_SIZE as u64)
+        .saturating_mul(2)
+        < MAX_DEADLINE_MS
+);
 
 /// Largest accepted wheel size: keeps bucket ids (level × size + slot) in a
 /// `u32` for every possible number of levels.
