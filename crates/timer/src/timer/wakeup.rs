@@ -16,7 +16,8 @@ use super::{Timer, TimerTask};
 use crate::delay_queue::DelayQueue;
 use crate::wheel::{Advance, TimingWheel};
 
-/// Most entries moved per hold of a shard's lock in `advance_clock`.
+/// Most entries looked at (moved, or kept for a final pass) per hold of a
+/// shard's lock in `advance_clock`.
 pub(crate) const FLUSH_CHUNK: usize = 256;
 
 /// What a visit to one shard is doing.
@@ -52,7 +53,7 @@ impl Phase {
             }
             Phase::Due => (!step.done).then_some(Phase::Due),
             Phase::Background { left } => {
-                let left = left.saturating_sub(step.moved);
+                let left = left.saturating_sub(step.spent());
                 (!step.done && left > 0).then_some(Phase::Background { left })
             }
         }
@@ -148,7 +149,7 @@ impl<T: TimerTask> Timer<T> {
                     return any;
                 }
                 let step = current.step(&mut state.wheel, until, &mut expired);
-                any |= step.buckets > 0 || step.moved > 0;
+                any |= step.buckets > 0 || step.spent() > 0;
                 phase = current.after(step, &state.wheel, now);
                 shard.size.store(state.wheel.len(), Ordering::Relaxed);
                 // Shards with due work take turns chunk by chunk.

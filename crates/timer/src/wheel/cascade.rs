@@ -7,17 +7,28 @@ use crate::entries::NIL;
 
 use super::{TimingWheel, MAX_DEADLINE_MS};
 
-/// Progress of one bounded call to `TimingWheel::advance_bounded`.
+/// Progress of one bounded call to `TimingWheel::advance_bounded`. Its
+/// budget counts the entries looked at: moved, or kept by an early pass.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct Advance {
     /// Entries taken out of due buckets (re-placed or expired).
     pub(crate) moved: usize,
+    /// Entries an early pass looked at and left for the final pass (the
+    /// level below cannot hold them yet).
+    pub(crate) kept: usize,
     /// Entries expired (handed to the callback).
     pub(crate) expired: usize,
     /// Due buckets popped from the delay queue.
     pub(crate) buckets: usize,
     /// Whether nothing due at `now` is left.
     pub(crate) done: bool,
+}
+
+impl Advance {
+    /// The entries looked at, which the budget bounds.
+    pub(crate) fn spent(&self) -> usize {
+        self.moved + self.kept
+    }
 }
 
 /// A pass over a coarse bucket (level 1 or above) that ran out of budget.
@@ -42,8 +53,12 @@ pub(super) struct Flush {
 }
 
 impl<T> TimingWheel<T> {
-    /// Expires every task due at `now_ms`, handing each to `expired` in
-    /// deadline order (ties in no particular order). Returns how many expired.
+    /// Expires every task due at `now_ms`, handing each to `expired`, and
+    /// returns how many expired. Tasks come out in deadline order (ties in no
+    /// particular order) when `now_ms` moves bucket by bucket (see
+    /// [`next_expiration`](Self::next_expiration)); after a longer jump,
+    /// tasks that a coarse bucket's cascade finds already due come out as
+    /// they are found, ahead of earlier ones waiting in finer buckets.
     pub fn advance(&mut self, now_ms: u64, mut expired: impl FnMut(T)) -> usize {
         let mut count = 0;
         loop {
@@ -126,7 +141,7 @@ impl<T> TimingWheel<T> {
                 }
                 self.flushing = None;
             }
-            if step.moved >= budget {
+            if step.spent() >= budget {
                 return step;
             }
             let next_due = self.queue.peek_expiration().filter(|&due| due <= now_ms);
@@ -152,7 +167,7 @@ impl<T> TimingWheel<T> {
             });
             if let Some((position, _)) = run_paused {
                 let paused = self.paused.remove(position);
-                self.pass(paused, budget, &mut step, &mut expired);
+                self.pass(paused, now_ms, budget, &mut step, &mut expired);
                 continue;
             }
             if next_due.is_none() {
@@ -188,7 +203,7 @@ impl<T> TimingWheel<T> {
                         start: due,
                         finish_by,
                     };
-                    self.pass(paused, budget, &mut step, &mut expired);
+                    self.pass(paused, now_ms, budget, &mut step, &mut expired);
                 }
             } else if level > 0 && due == b.expiration().saturating_sub(self.lead(level)) {
                 step.buckets += 1;
@@ -200,14 +215,17 @@ impl<T> TimingWheel<T> {
                     start: due,
                     finish_by: b.expiration(),
                 };
-                self.pass(paused, budget, &mut step, &mut expired);
+                self.pass(paused, now_ms, budget, &mut step, &mut expired);
             }
             // Otherwise stale: re-armed for another round since.
         }
     }
 
     /// Moves the entries the level below can hold, resuming at the bucket's
-    /// cursor; entries that have become due are expired. When the budget
+    /// cursor; entries due by `now_ms` are expired as they are found, each
+    /// chunk's with the chunk (ahead of earlier-due entries still waiting in
+    /// finer buckets: deadline order gives way to getting late tasks out
+    /// promptly, and nothing is ever early). When the budget
     /// runs out first, the pass pauses: its cursor stays in the bucket and it
     /// joins `paused`, to be resumed once nothing is due, or before anything
     /// due at or after its `finish_by` is taken.
@@ -220,6 +238,7 @@ impl<T> TimingWheel<T> {
     fn pass(
         &mut self,
         paused: Paused,
+        now_ms: u64,
         budget: usize,
         step: &mut Advance,
         expired: &mut impl FnMut(T),
@@ -231,7 +250,7 @@ impl<T> TimingWheel<T> {
         let mut cursor = self.buckets[id as usize].cursor;
         let mut kept_min = u64::MAX;
         while cursor != NIL {
-            if step.moved >= budget {
+            if step.spent() >= budget {
                 let bucket = &mut self.buckets[id as usize];
                 bucket.cursor = cursor;
                 bucket.min_deadline = bucket.min_deadline.min(kept_min);
@@ -242,7 +261,16 @@ impl<T> TimingWheel<T> {
             let slot = self.entries.slot(index);
             cursor = slot.next;
             let deadline = slot.deadline;
-            if deadline < horizon {
+            if deadline <= now_ms {
+                // Due already: the pass is running behind its entries (a big
+                // cascade, or `now` far ahead of the wheel's time). Out as
+                // found, so that the first of a burst sharing one deadline
+                // does not wait for the whole bucket to move down.
+                step.moved += 1;
+                step.expired += 1;
+                self.buckets[id as usize].unlink(&mut self.entries, index);
+                expired(self.entries.remove(index));
+            } else if deadline < horizon {
                 step.moved += 1;
                 self.buckets[id as usize].unlink(&mut self.entries, index);
                 if !self.place(index, deadline) {
@@ -250,6 +278,7 @@ impl<T> TimingWheel<T> {
                     expired(self.entries.remove(index));
                 }
             } else {
+                step.kept += 1;
                 kept_min = kept_min.min(deadline);
             }
         }
@@ -276,7 +305,7 @@ impl<T> TimingWheel<T> {
         expired: &mut impl FnMut(T),
     ) -> bool {
         let bucket = flush.bucket as usize;
-        while step.moved < budget {
+        while step.spent() < budget {
             let Some(index) = self.buckets[bucket].pop_front(&mut self.entries) else {
                 self.buckets[bucket].set_expiration(NO_EXPIRATION);
                 return true;
