@@ -34,8 +34,9 @@ pub(crate) struct Bucket {
     pub(crate) cursor: u32,
     expiration: u64,
     /// A lower bound on the deadlines of the entries waiting for the
-    /// bucket's final pass (see the wheel's `pass`): maintained by the
-    /// wheel, which uses it to tell how long that pass may be put off.
+    /// bucket's final pass (those at its back, see the wheel's `place`):
+    /// maintained by the wheel, which uses it to tell how long that pass may
+    /// be put off.
     pub(crate) min_deadline: u64,
 }
 
@@ -89,6 +90,25 @@ impl Bucket {
             entries.slot_mut(tail).next = index;
         }
         self.tail = index;
+        self.len += 1;
+    }
+
+    /// Prepends the unlinked entry `index` and records `id` as its bucket.
+    pub(crate) fn push_front<T>(&mut self, id: u32, entries: &mut Entries<T>, index: u32) {
+        let head = self.head;
+        {
+            let slot = entries.slot_mut(index);
+            debug_assert_eq!(slot.bucket, UNLINKED, "entry is already in a bucket");
+            slot.bucket = id;
+            slot.prev = NIL;
+            slot.next = head;
+        }
+        if head == NIL {
+            self.tail = index;
+        } else {
+            entries.slot_mut(head).prev = index;
+        }
+        self.head = index;
         self.len += 1;
     }
 
@@ -164,6 +184,24 @@ mod tests {
         assert_eq!(bucket.pop_front(&mut entries), None);
         assert!(bucket.is_empty());
         assert_eq!(bucket.len(), 0);
+    }
+
+    #[test]
+    fn push_front_prepends_and_keeps_the_links() {
+        let mut entries = Entries::new();
+        let mut bucket = Bucket::EMPTY;
+        let ids: Vec<u32> = (0..4).map(|i| entries.insert(0, i)).collect();
+        bucket.push_front(3, &mut entries, ids[1]);
+        bucket.push_back(3, &mut entries, ids[2]);
+        bucket.push_front(3, &mut entries, ids[0]);
+        bucket.push_back(3, &mut entries, ids[3]);
+        assert_eq!(collect(&bucket, &entries), ids);
+        bucket.unlink(&mut entries, ids[0]);
+        bucket.unlink(&mut entries, ids[3]);
+        assert_eq!(collect(&bucket, &entries), vec![ids[1], ids[2]]);
+        assert_eq!(bucket.pop_front(&mut entries), Some(ids[1]));
+        assert_eq!(bucket.pop_front(&mut entries), Some(ids[2]));
+        assert!(bucket.is_empty());
     }
 
     #[test]

@@ -208,8 +208,9 @@ impl<T> TimingWheel<T> {
             } else if level > 0 && due == b.expiration().saturating_sub(self.lead(level)) {
                 step.buckets += 1;
                 self.advance_levels(due);
+                // `min_deadline` covers the entries at the back: those this
+                // pass leaves for the final one.
                 self.buckets[bucket as usize].cursor = b.head();
-                self.buckets[bucket as usize].min_deadline = u64::MAX;
                 let paused = Paused {
                     bucket,
                     start: due,
@@ -230,11 +231,13 @@ impl<T> TimingWheel<T> {
     /// joins `paused`, to be resumed once nothing is due, or before anything
     /// due at or after its `finish_by` is taken.
     ///
-    /// At the end of an early pass, the bucket keeps the entries the level
-    /// below could not hold yet, and is queued again for its final pass at
-    /// its expiration; `min_deadline` is then the earliest of their
-    /// deadlines (or lower, if entries join the bucket later). A final pass
-    /// empties the bucket.
+    /// An early pass ends at the first entry the level below cannot hold
+    /// yet: the entries it moves are at the bucket's front (see `place`),
+    /// so it looks at each of them once and at one entry more. The bucket
+    /// keeps the rest and is queued again for its final pass at its
+    /// expiration; `min_deadline`, kept up by `place` for the entries at the
+    /// back, bounds their deadlines from below. A final pass empties the
+    /// bucket.
     fn pass(
         &mut self,
         paused: Paused,
@@ -273,13 +276,16 @@ impl<T> TimingWheel<T> {
             } else if deadline < horizon {
                 step.moved += 1;
                 self.buckets[id as usize].unlink(&mut self.entries, index);
-                if !self.place(index, deadline) {
+                if !self.place_below(index, deadline, level) {
                     step.expired += 1;
                     expired(self.entries.remove(index));
                 }
             } else {
+                // Beyond the level below: at the back, like every entry
+                // after it (see `place`), all left for the final pass.
                 step.kept += 1;
                 kept_min = kept_min.min(deadline);
+                break;
             }
         }
         let bucket = &mut self.buckets[id as usize];
@@ -310,12 +316,12 @@ impl<T> TimingWheel<T> {
                 self.buckets[bucket].set_expiration(NO_EXPIRATION);
                 return true;
             };
+            // A level-0 bucket holds one deadline (rounded to the tick), its
+            // expiration, which the wheel's time has reached.
+            debug_assert!(self.entries.slot(index).deadline <= self.current_time());
             step.moved += 1;
-            let deadline = self.entries.slot(index).deadline;
-            if !self.place(index, deadline) {
-                step.expired += 1;
-                expired(self.entries.remove(index));
-            }
+            step.expired += 1;
+            expired(self.entries.remove(index));
         }
         if self.buckets[bucket].is_empty() {
             self.buckets[bucket].set_expiration(NO_EXPIRATION);
