@@ -12,29 +12,33 @@
 //!   (`purgatory`) or through `check_and_complete` (`purgatory_check`).
 //! - [`w3`]: W3, concurrent adds on the real clock with a reaper running:
 //!   `timer::Timer` + `timer::Reaper` against [`peers::mutex_binary_heap`].
-//! - [`calendar`]: the delay queue of whole-millisecond due times that W2's
-//!   completion thread takes its requests from.
+//! - [`burst`]: N timer tasks sharing one deadline after a churn that
+//!   scatters the timer's arena (W4 phase D on the timer alone).
+//! - [`progress`]: progress lines on standard error while a run goes on.
 //! - [`wakeups`]: the CPU one wake-up costs, by primitive: the floor under
 //!   W2's CPU per request at paced rates.
 //! - [`rng`]: the seeded SplitMix64 every workload draws its delays from.
-//! - [`rss`]: Linux `/proc` memory readings (degrading to `None` elsewhere).
+//! - [`measure`]: what every workload measures with: CPU time, resident
+//!   memory (Linux `/proc`, degrading to `None` elsewhere), the cost of a
+//!   wake-up, and running one implementation in a child process of the
+//!   runner, so that each gets a clean address space for its memory figures.
 //! - [`stats`]: percentiles and medians.
 //! - [`report`]: flat JSON records (written and read back by hand), the
 //!   aggregation of rounds into medians, and plain-text tables.
-//! - [`child`]: running one implementation in a child process of the runner,
-//!   so that each gets a clean address space for its memory figures.
 //!
 //! Each workload module has the same shape: a parameter struct, a `run`
 //! function per implementation returning a result that converts to a
 //! [`report::Record`], and a list of target checks.
 #![warn(missing_docs, missing_debug_implementations)]
 
-pub mod calendar;
-pub mod child;
+pub mod burst;
+pub mod cli;
+pub mod limits;
+pub mod measure;
 pub mod peers;
+pub mod progress;
 pub mod report;
 pub mod rng;
-pub mod rss;
 pub mod stats;
 pub mod w1;
 pub mod w2;

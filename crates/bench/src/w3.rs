@@ -30,11 +30,13 @@
 //! `&'static` reference instead of an `Arc` (whose reference count the two
 //! producers would contend on); that is one allocation per run.
 
+use crate::measure::lateness::Recorder;
+use crate::measure::rss;
 use crate::peers::mutex_binary_heap::MutexHeapTimer;
+use crate::progress::Progress;
 use crate::report::Record;
 use crate::rng::SplitMix64;
-use crate::{rss, stats, TargetCheck};
-use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
+use crate::{stats, TargetCheck};
 use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -62,9 +64,6 @@ pub const COLUMNS: &[(&str, &str)] = &[
     ("peak RSS MB", "peak_rss_mb"),
     ("rounds", "rounds"),
 ];
-
-/// Lateness slot of a task that has not fired.
-const NOT_FIRED: i32 = i32::MIN;
 
 /// W3's parameters.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,75 +95,6 @@ impl W3Params {
     /// All tasks, across producers.
     pub fn total(&self) -> usize {
         self.n * self.producers
-    }
-}
-
-/// Where fired tasks record their lateness.
-#[derive(Debug)]
-pub struct Recorder {
-    origin: Instant,
-    late_us: Box<[AtomicI32]>,
-    fired: AtomicUsize,
-    early: AtomicUsize,
-    double: AtomicUsize,
-}
-
-impl Recorder {
-    /// A recorder for `tasks` tasks, its clock starting now.
-    pub fn new(tasks: usize) -> Self {
-        Recorder {
-            origin: Instant::now(),
-            late_us: (0..tasks).map(|_| AtomicI32::new(NOT_FIRED)).collect(),
-            fired: AtomicUsize::new(0),
-            early: AtomicUsize::new(0),
-            double: AtomicUsize::new(0),
-        }
-    }
-
-    /// Nanoseconds since the recorder's origin.
-    pub fn now_ns(&self) -> u64 {
-        u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
-    }
-
-    /// The instant the recorder counts from.
-    pub fn origin(&self) -> Instant {
-        self.origin
-    }
-
-    /// Task `idx`, due at `due_ns`, fires now.
-    pub fn record(&self, idx: u32, due_ns: u64) {
-        let late_ns = self.now_ns() as i64 - due_ns as i64;
-        if late_ns < 0 {
-            self.early.fetch_add(1, Ordering::Relaxed);
-        }
-        let late_us = late_ns
-            .div_euclid(1000)
-            .clamp(i64::from(NOT_FIRED) + 1, i64::from(i32::MAX)) as i32;
-        match self.late_us.get(idx as usize) {
-            Some(slot) if slot.swap(late_us, Ordering::Relaxed) == NOT_FIRED => {
-                self.fired.fetch_add(1, Ordering::Release);
-            }
-            _ => {
-                self.double.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-    }
-
-    /// Tasks fired so far (each counted once).
-    pub fn fired(&self) -> usize {
-        self.fired.load(Ordering::Acquire)
-    }
-
-    /// Lateness of every fired task in µs, sorted ascending.
-    pub fn sorted_lateness_us(&self) -> Vec<i32> {
-        let mut v: Vec<i32> = self
-            .late_us
-            .iter()
-            .map(|a| a.load(Ordering::Relaxed))
-            .filter(|&l| l != NOT_FIRED)
-            .collect();
-        v.sort_unstable();
-        v
     }
 }
 
@@ -235,10 +165,14 @@ impl W3Result {
 }
 
 /// Runs implementation `impl_name` once.
-pub fn run(impl_name: &str, params: &W3Params) -> Result<W3Result, String> {
+pub fn run(
+    impl_name: &str,
+    params: &W3Params,
+    progress: &mut Progress,
+) -> Result<W3Result, String> {
     match impl_name {
-        "timer" => Ok(run_timer(params)),
-        "mutex_binary_heap" => Ok(run_mutex_binary_heap(params)),
+        "timer" => Ok(run_timer(params, progress)),
+        "mutex_binary_heap" => Ok(run_mutex_binary_heap(params, progress)),
         other => Err(format!(
             "unknown W3 implementation {other:?} (expected one of {IMPLS:?})"
         )),
@@ -246,11 +180,11 @@ pub fn run(impl_name: &str, params: &W3Params) -> Result<W3Result, String> {
 }
 
 /// W3 on this project's `timer::Timer` with its `Reaper`.
-pub fn run_timer(params: &W3Params) -> W3Result {
+pub fn run_timer(params: &W3Params, progress: &mut Progress) -> W3Result {
     rss::reset_peak();
     let timer: Arc<Timer<LateTask>> = Arc::new(Timer::new());
     let reaper = Reaper::start(timer.clone());
-    let result = drive("timer", params, |delay, task| {
+    let result = drive("timer", params, progress, |delay, task| {
         // A shut-down timer hands the task back; it then shows as missing.
         let _ = timer.add(delay, task);
     });
@@ -260,10 +194,10 @@ pub fn run_timer(params: &W3Params) -> W3Result {
 }
 
 /// W3 on the `Mutex<BinaryHeap>` + condvar reaper peer.
-pub fn run_mutex_binary_heap(params: &W3Params) -> W3Result {
+pub fn run_mutex_binary_heap(params: &W3Params, progress: &mut Progress) -> W3Result {
     rss::reset_peak();
     let heap = MutexHeapTimer::start(Instant::now());
-    let result = drive("mutex_binary_heap", params, |delay, task| {
+    let result = drive("mutex_binary_heap", params, progress, |delay, task| {
         heap.add(delay, task);
     });
     heap.shutdown();
@@ -276,6 +210,7 @@ pub fn run_mutex_binary_heap(params: &W3Params) -> W3Result {
 fn drive(
     impl_name: &'static str,
     params: &W3Params,
+    progress: &mut Progress,
     add: impl Fn(Duration, LateTask) + Sync,
 ) -> W3Result {
     let total = params.total();
@@ -293,6 +228,7 @@ fn drive(
         .collect();
     let rec: &'static Recorder = Box::leak(Box::new(Recorder::new(total)));
     let barrier = Barrier::new(params.producers + 1);
+    progress.phase("add", total as u64);
 
     let (start, end) = thread::scope(|s| {
         let producers: Vec<_> = delays
@@ -331,7 +267,9 @@ fn drive(
     drop(delays);
 
     let give_up = end + Duration::from_millis(params.max_delay_ms) + Duration::from_secs(30);
+    progress.phase("fire", total as u64);
     while rec.fired() < total && Instant::now() < give_up {
+        progress.update(rec.fired() as u64);
         thread::sleep(Duration::from_millis(5));
     }
 
@@ -352,8 +290,8 @@ fn drive(
         late_us,
         late_min_us: lateness.first().copied(),
         fired,
-        early: rec.early.load(Ordering::Relaxed),
-        double: rec.double.load(Ordering::Relaxed),
+        early: rec.early(),
+        double: rec.double(),
         missing: total.saturating_sub(fired),
         peak_rss_mb: rss::peak_rss_kb().map(|kb| kb as f64 / 1024.0),
     }
@@ -429,8 +367,8 @@ mod tests {
         }
         .run();
         assert_eq!(rec.fired(), 2);
-        assert_eq!(rec.early.load(Ordering::Relaxed), 1);
-        assert_eq!(rec.double.load(Ordering::Relaxed), 1);
+        assert_eq!(rec.early(), 1);
+        assert_eq!(rec.double(), 1);
         let l = rec.sorted_lateness_us();
         assert_eq!(l.len(), 2);
         assert!(l[0] < 0, "fired an hour early: {l:?}");
@@ -449,14 +387,14 @@ mod tests {
 
     #[test]
     fn our_timer_is_correct() {
-        let r = run_timer(&small());
+        let r = run_timer(&small(), &mut Progress::quiet());
         assert_eq!(r.fired, 4_000);
         assert_eq!((r.early, r.double, r.missing), (0, 0, 0));
     }
 
     #[test]
     fn mutex_binary_heap_peer_is_correct() {
-        let r = run_mutex_binary_heap(&small());
+        let r = run_mutex_binary_heap(&small(), &mut Progress::quiet());
         assert_eq!(r.fired, 4_000);
         assert_eq!((r.early, r.double, r.missing), (0, 0, 0));
         let rec = r.to_record();

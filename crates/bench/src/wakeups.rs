@@ -4,7 +4,7 @@
 //! W2 at low rates is paced like Kafka's tool: requests arrive at whole
 //! milliseconds and the generator sleeps until the next one, so a run takes
 //! about one timed wake-up per millisecond, plus one park of the completion
-//! thread (woken by the clock thread, see `w2::DelayQueue`). Whatever the
+//! thread (woken by the clock thread, see `w2::completion_queue::CompletionQueue`). Whatever the
 //! purgatory costs comes on top of that floor. This module measures the
 //! floor's parts with every primitive worth trying, so that a machine's
 //! floor can be read off before reading W2's figures (`purgatory-bench
@@ -12,11 +12,11 @@
 //!
 //! Each primitive is measured in batches; the median batch is reported, as
 //! a VM's wake-up costs drift. CPU is the calling thread's (for the park,
-//! both threads', as in `w2::WakeupCost`).
+//! both threads', as in `measure::WakeupCost`).
 
+use crate::measure::{thread_cpu, WakeupCost};
 use crate::report::Record;
 use crate::stats;
-use crate::w2::{thread_cpu, WakeupCost};
 use std::time::{Duration, Instant};
 
 /// Batches per primitive.

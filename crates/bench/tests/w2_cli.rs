@@ -86,5 +86,7 @@ fn bad_parameters_are_refused() {
         .output()
         .unwrap();
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--rate must be positive"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--rate") && err.contains("from 1 to"), "{err}");
 }

@@ -7,8 +7,8 @@
 //! - [`mutex_binary_heap`]: the same heap behind a `Mutex`, with a condvar
 //!   reaper thread that sleeps until the earliest deadline, for W3.
 //!
-//! tokio-util's `DelayQueue` (the other W1 peer) is used as published; its
-//! driver is in [`crate::w1`].
+//! tokio-util's `DelayQueue` (the other W1 peer) is used as published; W1
+//! drives it directly.
 
 pub mod binary_heap;
 pub mod mutex_binary_heap;

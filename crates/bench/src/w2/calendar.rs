@@ -2,12 +2,10 @@
 //!
 //! W2's completion thread needs a delay queue of requests due at whole
 //! milliseconds, nearly all within the timeout of now. A binary heap costs a
-//! sift-down of about log₂(n) cache lines per pop, and at low rates every
-//! line is cold (on the project's VM a thread's cache does not survive its
-//! millisecond sleep): the heap's sift-downs were a third of the completion
-//! thread's user time at 10,000 requests/s. A calendar keeps one bucket per
-//! millisecond in a ring, so a push appends to one vector and taking a
-//! millisecond's requests reads one contiguous run.
+//! sift-down of about log₂(n) cache lines per pop, and at paced rates every
+//! line is cold (a thread's cache does not survive its millisecond sleep). A
+//! calendar keeps one bucket per millisecond in a ring, so a push appends to
+//! one vector and taking a millisecond's requests reads one contiguous run.
 //!
 //! Why not the project's `timer::TimingWheel`: it pays for what this queue
 //! does not need (an arena entry and list links per item, for O(1) cancel,
