@@ -18,6 +18,8 @@ pub(super) struct Level {
     pub(super) interval: u64,
     /// Start of the level's current bucket: a multiple of `tick`.
     pub(super) current_time: u64,
+    /// That bucket's slot: `(current_time / tick) % wheel_size`.
+    pub(super) current_slot: u64,
     /// Entries due within this span of their bucket's start go to the
     /// bucket's front: those its early pass moves (the level below spans
     /// them from the pass on). Zero at level 0, which has no early pass.
@@ -89,11 +91,22 @@ impl<T> TimingWheel<T> {
     /// deadline (not expired), and queues the bucket when it starts a round.
     #[inline]
     fn link(&mut self, index: u32, deadline: u64, level: usize) {
-        let Level { tick, front, .. } = self.levels[level];
-        let virtual_id = deadline / tick;
-        let id = level as u64 * self.wheel_size + virtual_id % self.wheel_size;
-        let id = id as u32;
-        let expiration = virtual_id * tick;
+        let Level {
+            tick,
+            current_time,
+            current_slot,
+            front,
+            ..
+        } = self.levels[level];
+        // The level spans the deadline, so it is at most `wheel_size - 1`
+        // buckets ahead of the current one: one division, no modulo.
+        let ahead = (deadline - current_time) / tick;
+        let mut slot = current_slot + ahead;
+        if slot >= self.wheel_size {
+            slot -= self.wheel_size;
+        }
+        let id = (level as u64 * self.wheel_size + slot) as u32;
+        let expiration = current_time + ahead * tick;
         let bucket = &mut self.buckets[id as usize];
         let new_round = bucket.set_expiration(expiration);
         if deadline < expiration.saturating_add(front) {
@@ -130,10 +143,12 @@ impl<T> TimingWheel<T> {
             }
             _ => 0,
         };
+        let current_time = start - start % tick;
         self.levels.push(Level {
             tick,
             interval: tick.saturating_mul(self.wheel_size),
-            current_time: start - start % tick,
+            current_time,
+            current_slot: (current_time / tick) % self.wheel_size,
             front,
         });
         self.buckets
@@ -145,6 +160,7 @@ impl<T> TimingWheel<T> {
         for level in &mut self.levels {
             if time >= level.current_time.saturating_add(level.tick) {
                 level.current_time = time - time % level.tick;
+                level.current_slot = (time / level.tick) % self.wheel_size;
             }
         }
     }
