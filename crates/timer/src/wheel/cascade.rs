@@ -2,7 +2,7 @@
 //! expiration order, flushing level-0 buckets, and the early and final
 //! passes that cascade a coarse bucket down, in budget-sized slices.
 
-use crate::bucket::{NOT_PAUSED, NO_EXPIRATION};
+use crate::bucket::{CHAINS, NOT_PAUSED, NO_EXPIRATION};
 use crate::entries::NIL;
 
 use super::{TimingWheel, MAX_DEADLINE_MS};
@@ -183,7 +183,7 @@ impl<T> TimingWheel<T> {
             };
             let b = self.buckets[bucket as usize];
             let level = bucket as usize / self.wheel_size as usize;
-            if b.expiration() == NO_EXPIRATION || b.cursor != NOT_PAUSED {
+            if b.expiration() == NO_EXPIRATION || b.is_paused() {
                 continue; // stale: flushed (or being passed over) since queued
             }
             debug_assert!(self.holds_one_round(bucket), "bucket {bucket} mixes rounds");
@@ -195,7 +195,7 @@ impl<T> TimingWheel<T> {
                 } else {
                     // The final pass: everything left fits the level below
                     // now, and nothing left is due before `min_deadline`.
-                    self.buckets[bucket as usize].cursor = b.head();
+                    self.buckets[bucket as usize].cursor = b.heads();
                     let finish_by = b.min_deadline;
                     self.buckets[bucket as usize].min_deadline = u64::MAX;
                     let paused = Paused {
@@ -210,7 +210,7 @@ impl<T> TimingWheel<T> {
                 self.advance_levels(due);
                 // `min_deadline` covers the entries at the back: those this
                 // pass leaves for the final one.
-                self.buckets[bucket as usize].cursor = b.head();
+                self.buckets[bucket as usize].cursor = b.heads();
                 let paused = Paused {
                     bucket,
                     start: due,
@@ -250,9 +250,12 @@ impl<T> TimingWheel<T> {
         let level = id as usize / self.wheel_size as usize;
         let below = self.levels[level - 1];
         let horizon = below.current_time.saturating_add(below.interval);
+        // The bucket's chains, walked in turn (see `bucket`).
         let mut cursor = self.buckets[id as usize].cursor;
+        let mut walking = cursor.iter().filter(|&&at| at != NIL).count();
+        let mut c = 0;
         let mut kept_min = u64::MAX;
-        while cursor != NIL {
+        while walking > 0 {
             if step.spent() >= budget {
                 let bucket = &mut self.buckets[id as usize];
                 bucket.cursor = cursor;
@@ -260,9 +263,12 @@ impl<T> TimingWheel<T> {
                 self.paused.push(paused);
                 return;
             }
-            let index = cursor;
+            while cursor[c] == NIL {
+                c = (c + 1) % CHAINS;
+            }
+            let index = cursor[c];
             let slot = self.entries.slot(index);
-            cursor = slot.next;
+            cursor[c] = slot.next;
             let deadline = slot.deadline;
             if deadline <= now_ms {
                 // Due already: the pass is running behind its entries (a big
@@ -281,15 +287,20 @@ impl<T> TimingWheel<T> {
                     expired(self.entries.remove(index));
                 }
             } else {
-                // Beyond the level below: at the back, like every entry
-                // after it (see `place`), all left for the final pass.
+                // Beyond the level below: at the back of its chain, like
+                // every entry after it (see `place`), all left for the final
+                // pass.
                 step.kept += 1;
                 kept_min = kept_min.min(deadline);
-                break;
+                cursor[c] = NIL;
             }
+            if cursor[c] == NIL {
+                walking -= 1;
+            }
+            c = (c + 1) % CHAINS;
         }
         let bucket = &mut self.buckets[id as usize];
-        bucket.cursor = NOT_PAUSED;
+        bucket.cursor = [NOT_PAUSED; CHAINS];
         bucket.min_deadline = bucket.min_deadline.min(kept_min);
         if bucket.is_empty() {
             bucket.set_expiration(NO_EXPIRATION);
@@ -301,8 +312,8 @@ impl<T> TimingWheel<T> {
         }
     }
 
-    /// Moves (or expires) every entry of the bucket; returns whether the
-    /// pass is finished.
+    /// Expires every entry of a due level-0 bucket, taking its chains in
+    /// turn (see `bucket`); returns whether the bucket is empty.
     fn final_pass(
         &mut self,
         flush: Flush,
@@ -311,11 +322,15 @@ impl<T> TimingWheel<T> {
         expired: &mut impl FnMut(T),
     ) -> bool {
         let bucket = flush.bucket as usize;
-        while step.spent() < budget {
-            let Some(index) = self.buckets[bucket].pop_front(&mut self.entries) else {
-                self.buckets[bucket].set_expiration(NO_EXPIRATION);
-                return true;
+        let mut c = 0;
+        while step.spent() < budget && !self.buckets[bucket].is_empty() {
+            let index = loop {
+                if let Some(index) = self.buckets[bucket].pop_front(&mut self.entries, c) {
+                    break index;
+                }
+                c = (c + 1) % CHAINS;
             };
+            c = (c + 1) % CHAINS;
             // A level-0 bucket holds one deadline (rounded to the tick), its
             // expiration, which the wheel's time has reached.
             debug_assert!(self.entries.slot(index).deadline <= self.current_time());

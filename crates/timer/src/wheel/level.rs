@@ -2,7 +2,7 @@
 //! to, moving the levels' clocks, and the invariant that a bucket never holds
 //! entries from two rounds of its level.
 
-use crate::bucket::{Bucket, NOT_PAUSED};
+use crate::bucket::Bucket;
 #[cfg(test)]
 use crate::entries::TimerHandle;
 use crate::entries::NIL;
@@ -112,7 +112,7 @@ impl<T> TimingWheel<T> {
         if deadline < expiration.saturating_add(front) {
             // Its early pass moves it: at the front, where that pass looks
             // (and stops at the first entry it leaves).
-            debug_assert_eq!(bucket.cursor, NOT_PAUSED, "early pass under way");
+            debug_assert!(!bucket.is_paused(), "early pass under way");
             bucket.push_front(id, &mut self.entries, index);
             if new_round {
                 bucket.min_deadline = u64::MAX;
@@ -202,15 +202,16 @@ impl<T> TimingWheel<T> {
         let bucket = &self.buckets[id as usize];
         let tick = self.levels[id as usize / self.wheel_size as usize].tick;
         let start = bucket.expiration();
-        let mut at = bucket.head();
-        while at != NIL {
-            let slot = self.entries.slot(at);
-            if slot.deadline < start || slot.deadline - start >= tick {
-                return false;
+        bucket.heads().into_iter().all(|mut at| {
+            while at != NIL {
+                let slot = self.entries.slot(at);
+                if slot.deadline < start || slot.deadline - start >= tick {
+                    return false;
+                }
+                at = slot.next;
             }
-            at = slot.next;
-        }
-        true
+            true
+        })
     }
 }
 

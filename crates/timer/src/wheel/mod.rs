@@ -311,8 +311,9 @@ impl<T> TimingWheel<T> {
         let slot = self.entries.slot(index);
         let (bucket, next) = (slot.bucket, slot.next);
         let bucket = &mut self.buckets[bucket as usize];
-        if bucket.cursor == index {
-            bucket.cursor = next; // keep a paused early pass on a live entry
+        let c = crate::bucket::chain(index);
+        if bucket.cursor[c] == index {
+            bucket.cursor[c] = next; // keep a paused pass on a live entry
         }
         bucket.unlink(&mut self.entries, index);
         Some(self.entries.remove(index))
