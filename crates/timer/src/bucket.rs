@@ -25,7 +25,7 @@
 use crate::entries::{Entries, NIL, UNLINKED};
 
 /// Lists per bucket.
-pub(crate) const CHAINS: usize = 4;
+pub(crate) const CHAINS: usize = 8;
 
 /// The chain of a bucket that entry `index` goes in.
 #[inline]
