@@ -89,7 +89,7 @@ impl<T> TimingWheel<T> {
 
     /// Links entry `index` into its bucket at `level`, which spans its
     /// deadline (not expired), and queues the bucket when it starts a round.
-    #[inline]
+    #[inline(always)]
     fn link(&mut self, index: u32, deadline: u64, level: usize) {
         let Level {
             tick,
@@ -100,7 +100,10 @@ impl<T> TimingWheel<T> {
         } = self.levels[level];
         // The level spans the deadline, so it is at most `wheel_size - 1`
         // buckets ahead of the current one: one division, no modulo.
-        let ahead = (deadline - current_time) / tick;
+        let ahead = match tick {
+            1 => deadline - current_time, // level 0 at Kafka's default tick
+            _ => (deadline - current_time) / tick,
+        };
         let mut slot = current_slot + ahead;
         if slot >= self.wheel_size {
             slot -= self.wheel_size;
@@ -125,11 +128,19 @@ impl<T> TimingWheel<T> {
             };
         }
         if new_round {
-            // The entry just linked must be the only one.
-            debug_assert!(self.holds_one_round(id), "bucket {id} mixes rounds");
-            let due = expiration.saturating_sub(self.lead(level));
-            self.offer(due, id);
+            self.start_round(id, level);
         }
+    }
+
+    /// Queues bucket `id` of `level`, which starts a round with the entry
+    /// just linked. Once per round, not per entry: kept out of `link`.
+    #[cold]
+    #[inline(never)]
+    fn start_round(&mut self, id: u32, level: usize) {
+        debug_assert!(self.holds_one_round(id), "bucket {id} mixes rounds");
+        let expiration = self.buckets[id as usize].expiration();
+        let due = expiration.saturating_sub(self.lead(level));
+        self.offer(due, id);
     }
 
     pub(super) fn push_level(&mut self, tick: u64, start: u64) {

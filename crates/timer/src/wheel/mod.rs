@@ -268,6 +268,10 @@ impl<T> TimingWheel<T> {
     /// multiple of the tick, clamped to [`MAX_DEADLINE_MS`].
     pub fn round_deadline(&self, deadline_ms: u64) -> u64 {
         let tick = self.tick_ms();
+        if tick == 1 {
+            // Kafka's default: nothing to round (and no division to pay).
+            return deadline_ms.min(MAX_DEADLINE_MS);
+        }
         let max = MAX_DEADLINE_MS - MAX_DEADLINE_MS % tick;
         deadline_ms
             .min(max)
