@@ -52,6 +52,15 @@
 //! `pass` (in `cascade.rs`); `advance_due` and `background_allowance` let an
 //! owner spread the passes over the ticks of their slack.
 //!
+//! Walking a coarse bucket is where expiry spends its time: each entry was
+//! last touched when it was added, so each one is a cache miss. Three things
+//! keep those misses few and overlapping: a bucket keeps the entries its
+//! early pass moves at the front of its lists, so that pass stops at the
+//! first entry it leaves (each entry is looked at once per level); a bucket
+//! is several lists walked in turn (see `bucket`), so several misses are
+//! under way at once; and a pass that finds entries already due hands them
+//! out at once rather than moving them down first.
+//!
 //! # Never early
 //!
 //! [`TimingWheel::insert`] rounds deadlines *up* to a multiple of the tick,
