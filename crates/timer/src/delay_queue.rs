@@ -15,7 +15,8 @@
 //!   [`DelayQueue::wake`], and on [`DelayQueue::close`]; it then re-reads the
 //!   head, so spurious wake-ups are harmless.
 //! - An item is *due* when the clock's millisecond reading is at least its
-//!   expiration: never earlier.
+//!   expiration: never earlier. Every method decides it so; an expiration
+//!   past the last millisecond a clock can read is never due.
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
@@ -217,15 +218,16 @@ impl<T> DelayQueue<T> {
                 return false;
             }
             let now_nanos = self.clock.now_nanos();
-            // How long until the head is due, on the queue's clock.
+            // How long until the head is due, on the queue's clock. "Due" is
+            // decided on the millisecond reading, as in `poll_due`.
             let due_in = match state.heap.peek() {
-                Some(head) => {
-                    let due_at = head.expiration.saturating_mul(NANOS_PER_MS);
-                    if now_nanos >= due_at {
-                        return true;
-                    }
-                    Some(Duration::from_nanos(due_at - now_nanos))
-                }
+                Some(head) if head.expiration <= now_nanos / NANOS_PER_MS => return true,
+                // An expiration beyond the clock's range (its `u64`
+                // nanoseconds) is never due: wait for the timeout.
+                Some(head) => head
+                    .expiration
+                    .checked_mul(NANOS_PER_MS)
+                    .map(|due_at| Duration::from_nanos(due_at - now_nanos)),
                 None => None,
             };
             let now = Instant::now();
@@ -291,6 +293,22 @@ mod tests {
         clock.advance(Duration::from_micros(1));
         assert_eq!(queue.poll(Duration::ZERO), Some((10, ())));
         assert!(queue.is_empty());
+    }
+
+    #[test]
+    fn at_the_end_of_time_wait_and_poll_agree() {
+        let clock = ManualClock::new();
+        clock.advance(Duration::MAX);
+        let last_ms = u64::MAX / NANOS_PER_MS;
+        assert_eq!(clock.now_ms(), last_ms);
+        let queue = DelayQueue::new(clock.clone());
+        queue.offer(last_ms + 1, "never");
+        assert!(!queue.wait_until_due(Duration::ZERO));
+        assert_eq!(queue.poll(Duration::ZERO), None);
+        queue.offer(last_ms, "last");
+        assert!(queue.wait_until_due(Duration::ZERO));
+        assert_eq!(queue.poll(Duration::ZERO), Some((last_ms, "last")));
+        assert!(!queue.wait_until_due(Duration::ZERO));
     }
 
     #[test]

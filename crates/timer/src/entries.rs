@@ -17,10 +17,16 @@
 //!   2^26 frees of one slot between two uses of a handle to be fooled).
 //! - A handle's generation carries, in its top [`SHARD_BITS`] bits, the tag
 //!   of the arena that issued it, so that a sharded owner can route the
-//!   handle back, and a handle from another arena never resolves here.
+//!   handle back.
+//! - Every arena has its own `owner` id, carried by each handle it issues,
+//!   so that a handle from another arena (another wheel, another timer's
+//!   shard) never resolves here, even where index and generation match.
+//!   Ids come from one process-wide counter and repeat only after 2^32 - 1
+//!   arenas have been created.
 
 use std::fmt;
 use std::mem::MaybeUninit;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 /// The "no entry" index, used as a null link and as the handle of tasks
 /// that never entered the wheel.
@@ -40,16 +46,34 @@ pub(crate) const MAX_SHARDS: usize = 1 << SHARD_BITS;
 const GENERATION_BITS: u32 = 32 - SHARD_BITS;
 const GENERATION_MASK: u32 = (1 << GENERATION_BITS) - 1;
 
-/// Identifies one scheduled task.
+/// The owner id of no arena (a detached handle's).
+const NO_OWNER: u32 = 0;
+
+/// The id the next arena takes (skipping [`NO_OWNER`] when it wraps).
+static NEXT_OWNER: AtomicU32 = AtomicU32::new(NO_OWNER + 1);
+
+fn next_owner() -> u32 {
+    loop {
+        let owner = NEXT_OWNER.fetch_add(1, Ordering::Relaxed);
+        if owner != NO_OWNER {
+            return owner;
+        }
+    }
+}
+
+/// Identifies one scheduled task, in the timer (or wheel) that issued it.
 ///
-/// Handles are small (8 bytes), `Copy`, `Eq` and `Hash`, so they can be kept
+/// Handles are small (12 bytes), `Copy`, `Eq` and `Hash`, so they can be kept
 /// in maps. A handle stays harmless after its task has fired or been
-/// cancelled, and after its slot has been reused by another task: cancelling
-/// through it then does nothing and returns `false`/`None`.
+/// cancelled, after its slot has been reused by another task, and when given
+/// to a timer other than the one that issued it: cancelling through it then
+/// does nothing and returns `false`/`None`.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct TimerHandle {
     pub(crate) index: u32,
     pub(crate) generation: u32,
+    /// The issuing arena's id (see the module invariants); 0 for none.
+    pub(crate) owner: u32,
 }
 
 impl TimerHandle {
@@ -63,6 +87,7 @@ impl TimerHandle {
     pub(crate) const DETACHED: TimerHandle = TimerHandle {
         index: NIL,
         generation: 0,
+        owner: NO_OWNER,
     };
 }
 
@@ -71,7 +96,8 @@ impl fmt::Debug for TimerHandle {
         if self.index == NIL {
             f.write_str("TimerHandle(detached)")
         } else {
-            write!(f, "TimerHandle({}v{})", self.index, self.generation)
+            let (index, generation, owner) = (self.index, self.generation, self.owner);
+            write!(f, "TimerHandle({index}v{generation}@{owner})")
         }
     }
 }
@@ -104,6 +130,8 @@ pub(crate) struct Entries<T> {
     len: usize,
     /// `shard << GENERATION_BITS`, or'd into every handle issued.
     tag: u32,
+    /// This arena's id, carried by every handle issued.
+    owner: u32,
 }
 
 impl<T> Entries<T> {
@@ -113,6 +141,7 @@ impl<T> Entries<T> {
             free_head: NIL,
             len: 0,
             tag: 0,
+            owner: next_owner(),
         }
     }
 
@@ -196,6 +225,7 @@ impl<T> Entries<T> {
         TimerHandle {
             index,
             generation: self.slots[index as usize].generation | self.tag,
+            owner: self.owner,
         }
     }
 
@@ -203,7 +233,8 @@ impl<T> Entries<T> {
     pub(crate) fn resolve(&self, handle: TimerHandle) -> Option<u32> {
         let slot = self.slots.get(handle.index as usize)?;
         let current = slot.generation | self.tag;
-        (slot.bucket != VACANT && current == handle.generation).then_some(handle.index)
+        let live = slot.bucket != VACANT && current == handle.generation;
+        (live && handle.owner == self.owner).then_some(handle.index)
     }
 
     pub(crate) fn slot(&self, index: u32) -> &Slot<T> {
@@ -288,6 +319,23 @@ mod tests {
     }
 
     #[test]
+    fn handles_from_another_arena_with_the_same_shard_do_not_resolve() {
+        let (mut a, mut b) = (Entries::new(), Entries::new());
+        let (ia, ib) = (a.insert(1, 'a'), b.insert(1, 'b'));
+        let (ha, hb) = (a.handle(ia), b.handle(ib));
+        assert_eq!((ha.index, ha.generation), (hb.index, hb.generation));
+        assert_ne!(ha, hb);
+        assert_eq!(b.resolve(ha), None, "same index, generation and shard");
+        assert_eq!(a.resolve(hb), None);
+        assert_eq!(b.resolve(hb), Some(ib));
+    }
+
+    #[test]
+    fn a_handle_is_three_words_of_32_bits() {
+        assert_eq!(std::mem::size_of::<TimerHandle>(), 12);
+    }
+
+    #[test]
     fn generations_wrap_within_their_bits() {
         let mut entries = Entries::new();
         entries.set_shard(MAX_SHARDS - 1);
@@ -313,7 +361,8 @@ mod tests {
         assert_eq!(
             entries.resolve(TimerHandle {
                 index: 7,
-                generation: 0
+                generation: 0,
+                owner: entries.owner,
             }),
             None
         );

@@ -14,7 +14,8 @@ pub enum ConfigError {
     /// The tick is not a whole number of milliseconds (the wheel counts in ms).
     TickNotWholeMillis,
     /// The tick is longer than [`MAX_TICK_MS`](crate::MAX_TICK_MS) (about
-    /// 2,200 years): deadlines could not be rounded up to it.
+    /// 584 years, the range of a [`Clock`](crate::Clock)): no clock could
+    /// reach the end of a tick, so nothing would ever fire.
     TickTooLarge {
         /// The tick asked for, ms.
         requested_ms: u64,

@@ -84,9 +84,11 @@
 //!   `delay + now` overflows into the past and fires at once.
 //! - [`Timer::shutdown`] hands pending tasks back instead of silently dropping
 //!   them, and runs those already handed to the executor.
-//! - Expiring a large bucket releases the lock every few hundred entries, so adders are not held up by a long cascade; coarse buckets are
-//!   cascaded one lower tick *before* their range starts, in slices that
-//!   yield to due buckets, so a big cascade does not make due tasks late.
+//! - Expiring a large bucket releases the lock every few hundred entries, so
+//!   adders are not held up by a long cascade; coarse buckets are cascaded
+//!   one lower tick *before* their range starts, in slices that yield to due
+//!   buckets, so a big cascade does not make due tasks late; and a cascade
+//!   that runs behind hands the due tasks it finds to the executor at once.
 //! - The timer is sharded: threads adding at once use separate wheels and
 //!   locks (Kafka's timer has one global lock taken by every add).
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]

@@ -18,7 +18,10 @@
 //! the shard's earliest queued bucket, offered when an add makes it earlier.
 //! `advance_clock` sleeps on that queue *without* any shard lock, then takes
 //! due shards in due order, each up to the next shard's due time, so expired
-//! tasks reach the executor in deadline order across shards. A shard's lock
+//! tasks reach the executor in deadline order across shards (except when
+//! expiry runs behind: a cascade hands over the due tasks it finds as it
+//! finds them, so a burst sharing one deadline starts firing at once rather
+//! than after the whole cascade). A shard's lock
 //! is held for at most `FLUSH_CHUNK` moved entries at a time, so an adder
 //! never waits behind a whole cascade (Kafka holds one write lock for the
 //! whole flush, and every add takes its read lock).

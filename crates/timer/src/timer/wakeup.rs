@@ -13,9 +13,11 @@ use std::time::Duration;
 
 use super::shard::ShardState;
 use super::{Timer, TimerTask};
+use crate::delay_queue::DelayQueue;
 use crate::wheel::{Advance, TimingWheel};
 
-/// Most entries moved per hold of a shard's lock in `advance_clock`.
+/// Most entries looked at (moved, or kept for a final pass) per hold of a
+/// shard's lock in `advance_clock`.
 pub(crate) const FLUSH_CHUNK: usize = 256;
 
 /// What a visit to one shard is doing.
@@ -51,7 +53,7 @@ impl Phase {
             }
             Phase::Due => (!step.done).then_some(Phase::Due),
             Phase::Background { left } => {
-                let left = left.saturating_sub(step.moved);
+                let left = left.saturating_sub(step.spent());
                 (!step.done && left > 0).then_some(Phase::Background { left })
             }
         }
@@ -78,6 +80,23 @@ fn next_wakeup<T>(wheel: &TimingWheel<T>, now: u64, tick_ms: u64, yielded: bool)
     next.map(|next| if yielded { next.max(now) } else { next })
 }
 
+/// A shard's wake-up, taken off the timer's queue for a visit that has not
+/// re-armed it yet. Dropped only when the visit unwinds (the clock is a
+/// user's type, and may panic): it puts the wake-up back, so that the
+/// shard's tasks still fire at a later advance. A visit that ends normally
+/// forgets it.
+struct TakenWakeUp<'a> {
+    queue: &'a DelayQueue<usize>,
+    due: u64,
+    index: usize,
+}
+
+impl Drop for TakenWakeUp<'_> {
+    fn drop(&mut self) {
+        self.queue.offer(self.due, self.index);
+    }
+}
+
 impl<T: TimerTask> Timer<T> {
     /// Drives the clock: waits up to `timeout` for the earliest bucket to
     /// come due (waking early if an earlier one is added or the timer shuts
@@ -88,8 +107,15 @@ impl<T: TimerTask> Timer<T> {
             return false;
         }
         let mut any = false;
-        while let Some((_, index)) = self.queue.poll_due(self.clock.now_ms()) {
+        while let Some((due, index)) = self.queue.poll_due(self.clock.now_ms()) {
+            let wake_up = TakenWakeUp {
+                queue: &self.queue,
+                due,
+                index,
+            };
             any |= self.advance_shard(index);
+            // The visit re-armed the shard's wake-up.
+            std::mem::forget(wake_up);
         }
         any
     }
@@ -123,7 +149,7 @@ impl<T: TimerTask> Timer<T> {
                     return any;
                 }
                 let step = current.step(&mut state.wheel, until, &mut expired);
-                any |= step.buckets > 0 || step.moved > 0;
+                any |= step.buckets > 0 || step.spent() > 0;
                 phase = current.after(step, &state.wheel, now);
                 shard.size.store(state.wheel.len(), Ordering::Relaxed);
                 // Shards with due work take turns chunk by chunk.

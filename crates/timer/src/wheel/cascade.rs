@@ -2,22 +2,33 @@
 //! expiration order, flushing level-0 buckets, and the early and final
 //! passes that cascade a coarse bucket down, in budget-sized slices.
 
-use crate::bucket::{NOT_PAUSED, NO_EXPIRATION};
+use crate::bucket::{CHAINS, NOT_PAUSED, NO_EXPIRATION};
 use crate::entries::NIL;
 
 use super::{TimingWheel, MAX_DEADLINE_MS};
 
-/// Progress of one bounded call to `TimingWheel::advance_bounded`.
+/// Progress of one bounded call to `TimingWheel::advance_bounded`. Its
+/// budget counts the entries looked at: moved, or kept by an early pass.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct Advance {
     /// Entries taken out of due buckets (re-placed or expired).
     pub(crate) moved: usize,
+    /// Entries an early pass looked at and left for the final pass (the
+    /// level below cannot hold them yet).
+    pub(crate) kept: usize,
     /// Entries expired (handed to the callback).
     pub(crate) expired: usize,
     /// Due buckets popped from the delay queue.
     pub(crate) buckets: usize,
     /// Whether nothing due at `now` is left.
     pub(crate) done: bool,
+}
+
+impl Advance {
+    /// The entries looked at, which the budget bounds.
+    pub(crate) fn spent(&self) -> usize {
+        self.moved + self.kept
+    }
 }
 
 /// A pass over a coarse bucket (level 1 or above) that ran out of budget.
@@ -42,8 +53,12 @@ pub(super) struct Flush {
 }
 
 impl<T> TimingWheel<T> {
-    /// Expires every task due at `now_ms`, handing each to `expired` in
-    /// deadline order (ties in no particular order). Returns how many expired.
+    /// Expires every task due at `now_ms`, handing each to `expired`, and
+    /// returns how many expired. Tasks come out in deadline order (ties in no
+    /// particular order) when `now_ms` moves bucket by bucket (see
+    /// [`next_expiration`](Self::next_expiration)); after a longer jump,
+    /// tasks that a coarse bucket's cascade finds already due come out as
+    /// they are found, ahead of earlier ones waiting in finer buckets.
     pub fn advance(&mut self, now_ms: u64, mut expired: impl FnMut(T)) -> usize {
         let mut count = 0;
         loop {
@@ -126,7 +141,7 @@ impl<T> TimingWheel<T> {
                 }
                 self.flushing = None;
             }
-            if step.moved >= budget {
+            if step.spent() >= budget {
                 return step;
             }
             let next_due = self.queue.peek_expiration().filter(|&due| due <= now_ms);
@@ -152,7 +167,7 @@ impl<T> TimingWheel<T> {
             });
             if let Some((position, _)) = run_paused {
                 let paused = self.paused.remove(position);
-                self.pass(paused, budget, &mut step, &mut expired);
+                self.pass(paused, now_ms, budget, &mut step, &mut expired);
                 continue;
             }
             if next_due.is_none() {
@@ -168,7 +183,7 @@ impl<T> TimingWheel<T> {
             };
             let b = self.buckets[bucket as usize];
             let level = bucket as usize / self.wheel_size as usize;
-            if b.expiration() == NO_EXPIRATION || b.cursor != NOT_PAUSED {
+            if b.expiration() == NO_EXPIRATION || b.is_paused() {
                 continue; // stale: flushed (or being passed over) since queued
             }
             debug_assert!(self.holds_one_round(bucket), "bucket {bucket} mixes rounds");
@@ -180,7 +195,7 @@ impl<T> TimingWheel<T> {
                 } else {
                     // The final pass: everything left fits the level below
                     // now, and nothing left is due before `min_deadline`.
-                    self.buckets[bucket as usize].cursor = b.head();
+                    self.buckets[bucket as usize].cursor = b.heads();
                     let finish_by = b.min_deadline;
                     self.buckets[bucket as usize].min_deadline = u64::MAX;
                     let paused = Paused {
@@ -188,38 +203,45 @@ impl<T> TimingWheel<T> {
                         start: due,
                         finish_by,
                     };
-                    self.pass(paused, budget, &mut step, &mut expired);
+                    self.pass(paused, now_ms, budget, &mut step, &mut expired);
                 }
             } else if level > 0 && due == b.expiration().saturating_sub(self.lead(level)) {
                 step.buckets += 1;
                 self.advance_levels(due);
-                self.buckets[bucket as usize].cursor = b.head();
-                self.buckets[bucket as usize].min_deadline = u64::MAX;
+                // `min_deadline` covers the entries at the back: those this
+                // pass leaves for the final one.
+                self.buckets[bucket as usize].cursor = b.heads();
                 let paused = Paused {
                     bucket,
                     start: due,
                     finish_by: b.expiration(),
                 };
-                self.pass(paused, budget, &mut step, &mut expired);
+                self.pass(paused, now_ms, budget, &mut step, &mut expired);
             }
             // Otherwise stale: re-armed for another round since.
         }
     }
 
     /// Moves the entries the level below can hold, resuming at the bucket's
-    /// cursor; entries that have become due are expired. When the budget
+    /// cursor; entries due by `now_ms` are expired as they are found, each
+    /// chunk's with the chunk (ahead of earlier-due entries still waiting in
+    /// finer buckets: deadline order gives way to getting late tasks out
+    /// promptly, and nothing is ever early). When the budget
     /// runs out first, the pass pauses: its cursor stays in the bucket and it
     /// joins `paused`, to be resumed once nothing is due, or before anything
     /// due at or after its `finish_by` is taken.
     ///
-    /// At the end of an early pass, the bucket keeps the entries the level
-    /// below could not hold yet, and is queued again for its final pass at
-    /// its expiration; `min_deadline` is then the earliest of their
-    /// deadlines (or lower, if entries join the bucket later). A final pass
-    /// empties the bucket.
+    /// An early pass ends at the first entry the level below cannot hold
+    /// yet: the entries it moves are at the bucket's front (see `place`),
+    /// so it looks at each of them once and at one entry more. The bucket
+    /// keeps the rest and is queued again for its final pass at its
+    /// expiration; `min_deadline`, kept up by `place` for the entries at the
+    /// back, bounds their deadlines from below. A final pass empties the
+    /// bucket.
     fn pass(
         &mut self,
         paused: Paused,
+        now_ms: u64,
         budget: usize,
         step: &mut Advance,
         expired: &mut impl FnMut(T),
@@ -228,33 +250,57 @@ impl<T> TimingWheel<T> {
         let level = id as usize / self.wheel_size as usize;
         let below = self.levels[level - 1];
         let horizon = below.current_time.saturating_add(below.interval);
+        // The bucket's chains, walked in turn (see `bucket`).
         let mut cursor = self.buckets[id as usize].cursor;
+        let mut walking = cursor.iter().filter(|&&at| at != NIL).count();
+        let mut c = 0;
         let mut kept_min = u64::MAX;
-        while cursor != NIL {
-            if step.moved >= budget {
+        while walking > 0 {
+            if step.spent() >= budget {
                 let bucket = &mut self.buckets[id as usize];
                 bucket.cursor = cursor;
                 bucket.min_deadline = bucket.min_deadline.min(kept_min);
                 self.paused.push(paused);
                 return;
             }
-            let index = cursor;
+            while cursor[c] == NIL {
+                c = (c + 1) % CHAINS;
+            }
+            let index = cursor[c];
             let slot = self.entries.slot(index);
-            cursor = slot.next;
+            cursor[c] = slot.next;
             let deadline = slot.deadline;
-            if deadline < horizon {
+            if deadline <= now_ms {
+                // Due already: the pass is running behind its entries (a big
+                // cascade, or `now` far ahead of the wheel's time). Out as
+                // found, so that the first of a burst sharing one deadline
+                // does not wait for the whole bucket to move down.
+                step.moved += 1;
+                step.expired += 1;
+                self.buckets[id as usize].unlink(&mut self.entries, index);
+                expired(self.entries.remove(index));
+            } else if deadline < horizon {
                 step.moved += 1;
                 self.buckets[id as usize].unlink(&mut self.entries, index);
-                if !self.place(index, deadline) {
+                if !self.place_below(index, deadline, level) {
                     step.expired += 1;
                     expired(self.entries.remove(index));
                 }
             } else {
+                // Beyond the level below: at the back of its chain, like
+                // every entry after it (see `place`), all left for the final
+                // pass.
+                step.kept += 1;
                 kept_min = kept_min.min(deadline);
+                cursor[c] = NIL;
             }
+            if cursor[c] == NIL {
+                walking -= 1;
+            }
+            c = (c + 1) % CHAINS;
         }
         let bucket = &mut self.buckets[id as usize];
-        bucket.cursor = NOT_PAUSED;
+        bucket.cursor = [NOT_PAUSED; CHAINS];
         bucket.min_deadline = bucket.min_deadline.min(kept_min);
         if bucket.is_empty() {
             bucket.set_expiration(NO_EXPIRATION);
@@ -266,8 +312,8 @@ impl<T> TimingWheel<T> {
         }
     }
 
-    /// Moves (or expires) every entry of the bucket; returns whether the
-    /// pass is finished.
+    /// Expires every entry of a due level-0 bucket, taking its chains in
+    /// turn (see `bucket`); returns whether the bucket is empty.
     fn final_pass(
         &mut self,
         flush: Flush,
@@ -276,17 +322,21 @@ impl<T> TimingWheel<T> {
         expired: &mut impl FnMut(T),
     ) -> bool {
         let bucket = flush.bucket as usize;
-        while step.moved < budget {
-            let Some(index) = self.buckets[bucket].pop_front(&mut self.entries) else {
-                self.buckets[bucket].set_expiration(NO_EXPIRATION);
-                return true;
+        let mut c = 0;
+        while step.spent() < budget && !self.buckets[bucket].is_empty() {
+            let index = loop {
+                if let Some(index) = self.buckets[bucket].pop_front(&mut self.entries, c) {
+                    break index;
+                }
+                c = (c + 1) % CHAINS;
             };
+            c = (c + 1) % CHAINS;
+            // A level-0 bucket holds one deadline (rounded to the tick), its
+            // expiration, which the wheel's time has reached.
+            debug_assert!(self.entries.slot(index).deadline <= self.current_time());
             step.moved += 1;
-            let deadline = self.entries.slot(index).deadline;
-            if !self.place(index, deadline) {
-                step.expired += 1;
-                expired(self.entries.remove(index));
-            }
+            step.expired += 1;
+            expired(self.entries.remove(index));
         }
         if self.buckets[bucket].is_empty() {
             self.buckets[bucket].set_expiration(NO_EXPIRATION);

@@ -18,6 +18,12 @@ pub(super) struct Level {
     pub(super) interval: u64,
     /// Start of the level's current bucket: a multiple of `tick`.
     pub(super) current_time: u64,
+    /// That bucket's slot: `(current_time / tick) % wheel_size`.
+    pub(super) current_slot: u64,
+    /// Entries due within this span of their bucket's start go to the
+    /// bucket's front: those its early pass moves (the level below spans
+    /// them from the pass on). Zero at level 0, which has no early pass.
+    pub(super) front: u64,
 }
 
 /// Where a waiting task sits: for the crate's tests.
@@ -42,28 +48,14 @@ impl<T> TimingWheel<T> {
                 tick,
                 interval,
                 current_time,
+                ..
             } = self.levels[level];
             if deadline < current_time.saturating_add(tick) {
                 debug_assert_eq!(level, 0, "only level 0 expires entries");
                 return false;
             }
             if deadline < current_time.saturating_add(interval) {
-                let virtual_id = deadline / tick;
-                let id = level as u64 * self.wheel_size + virtual_id % self.wheel_size;
-                let id = id as u32;
-                let bucket = &mut self.buckets[id as usize];
-                bucket.push_back(id, &mut self.entries, index);
-                let expiration = virtual_id * tick;
-                if bucket.set_expiration(expiration) {
-                    // A new round of this slot: the entry just linked must be
-                    // the only one.
-                    bucket.min_deadline = deadline;
-                    debug_assert!(self.holds_one_round(id), "bucket {id} mixes rounds");
-                    let due = expiration.saturating_sub(self.lead(level));
-                    self.offer(due, id);
-                } else {
-                    bucket.min_deadline = bucket.min_deadline.min(deadline);
-                }
+                self.link(index, deadline, level);
                 return true;
             }
             level += 1;
@@ -76,11 +68,99 @@ impl<T> TimingWheel<T> {
         }
     }
 
+    /// Like [`place`](Self::place) for an entry cascading down from `level`
+    /// whose deadline the level below spans: it searches from there down, as
+    /// most entries land one level lower. (A level spans every deadline a
+    /// finer one does: all levels' times follow the same clock.)
+    pub(super) fn place_below(&mut self, index: u32, deadline: u64, level: usize) -> bool {
+        let spans = |l: &Level| deadline < l.current_time.saturating_add(l.interval);
+        debug_assert!(spans(&self.levels[level - 1]), "the level below spans it");
+        let mut level = level - 1;
+        while level > 0 && spans(&self.levels[level - 1]) {
+            level -= 1;
+        }
+        let finest = self.levels[0];
+        if level == 0 && deadline < finest.current_time.saturating_add(finest.tick) {
+            return false;
+        }
+        self.link(index, deadline, level);
+        true
+    }
+
+    /// Links entry `index` into its bucket at `level`, which spans its
+    /// deadline (not expired), and queues the bucket when it starts a round.
+    #[inline(always)]
+    fn link(&mut self, index: u32, deadline: u64, level: usize) {
+        let Level {
+            tick,
+            current_time,
+            current_slot,
+            front,
+            ..
+        } = self.levels[level];
+        // The level spans the deadline, so it is at most `wheel_size - 1`
+        // buckets ahead of the current one: one division, no modulo.
+        let ahead = match tick {
+            1 => deadline - current_time, // level 0 at Kafka's default tick
+            _ => (deadline - current_time) / tick,
+        };
+        let mut slot = current_slot + ahead;
+        if slot >= self.wheel_size {
+            slot -= self.wheel_size;
+        }
+        let id = (level as u64 * self.wheel_size + slot) as u32;
+        let expiration = current_time + ahead * tick;
+        let bucket = &mut self.buckets[id as usize];
+        let new_round = bucket.set_expiration(expiration);
+        if deadline < expiration.saturating_add(front) {
+            // Its early pass moves it: at the front, where that pass looks
+            // (and stops at the first entry it leaves).
+            debug_assert!(!bucket.is_paused(), "early pass under way");
+            bucket.push_front(id, &mut self.entries, index);
+            if new_round {
+                bucket.min_deadline = u64::MAX;
+            }
+        } else {
+            bucket.push_back(id, &mut self.entries, index);
+            bucket.min_deadline = match new_round {
+                true => deadline,
+                false => bucket.min_deadline.min(deadline),
+            };
+        }
+        if new_round {
+            self.start_round(id, level);
+        }
+    }
+
+    /// Queues bucket `id` of `level`, which starts a round with the entry
+    /// just linked. Once per round, not per entry: kept out of `link`.
+    #[cold]
+    #[inline(never)]
+    fn start_round(&mut self, id: u32, level: usize) {
+        debug_assert!(self.holds_one_round(id), "bucket {id} mixes rounds");
+        let expiration = self.buckets[id as usize].expiration();
+        let due = expiration.saturating_sub(self.lead(level));
+        self.offer(due, id);
+    }
+
     pub(super) fn push_level(&mut self, tick: u64, start: u64) {
+        // The early pass runs at `expiration - lead`, when the level below
+        // spans up to `expiration - lead + tick` (its interval is this tick,
+        // unless saturated: then nothing goes to the front).
+        let level = self.levels.len();
+        let front = match self.levels.last() {
+            Some(below) if below.tick.checked_mul(self.wheel_size) == Some(tick) => {
+                tick - self.lead(level)
+            }
+            _ => 0,
+        };
+        let current_time = start - start % tick;
         self.levels.push(Level {
             tick,
             interval: tick.saturating_mul(self.wheel_size),
-            current_time: start - start % tick,
+            current_time,
+            current_slot: (current_time / tick) % self.wheel_size,
+            front,
         });
         self.buckets
             .extend(std::iter::repeat_n(Bucket::EMPTY, self.wheel_size as usize));
@@ -91,6 +171,7 @@ impl<T> TimingWheel<T> {
         for level in &mut self.levels {
             if time >= level.current_time.saturating_add(level.tick) {
                 level.current_time = time - time % level.tick;
+                level.current_slot = (time / level.tick) % self.wheel_size;
             }
         }
     }
@@ -132,15 +213,16 @@ impl<T> TimingWheel<T> {
         let bucket = &self.buckets[id as usize];
         let tick = self.levels[id as usize / self.wheel_size as usize].tick;
         let start = bucket.expiration();
-        let mut at = bucket.head();
-        while at != NIL {
-            let slot = self.entries.slot(at);
-            if slot.deadline < start || slot.deadline - start >= tick {
-                return false;
+        bucket.heads().into_iter().all(|mut at| {
+            while at != NIL {
+                let slot = self.entries.slot(at);
+                if slot.deadline < start || slot.deadline - start >= tick {
+                    return false;
+                }
+                at = slot.next;
             }
-            at = slot.next;
-        }
-        true
+            true
+        })
     }
 }
 

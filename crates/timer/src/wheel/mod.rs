@@ -52,6 +52,15 @@
 //! `pass` (in `cascade.rs`); `advance_due` and `background_allowance` let an
 //! owner spread the passes over the ticks of their slack.
 //!
+//! Walking a coarse bucket is where expiry spends its time: each entry was
+//! last touched when it was added, so each one is a cache miss. Three things
+//! keep those misses few and overlapping: a bucket keeps the entries its
+//! early pass moves at the front of its lists, so that pass stops at the
+//! first entry it leaves (each entry is looked at once per level); a bucket
+//! is several lists walked in turn (see `bucket`), so several misses are
+//! under way at once; and a pass that finds entries already due hands them
+//! out at once rather than moving them down first.
+//!
 //! # Never early
 //!
 //! [`TimingWheel::insert`] rounds deadlines *up* to a multiple of the tick,
@@ -78,6 +87,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::bucket::Bucket;
+use crate::clock::NANOS_PER_MS;
 use crate::delay_queue::DelayQueue;
 use crate::entries::{Entries, TimerHandle};
 use crate::ConfigError;
@@ -92,9 +102,21 @@ use level::Level;
 /// `current_time + interval` without overflow.
 pub const MAX_DEADLINE_MS: u64 = u64::MAX / 4;
 
-/// Largest accepted tick, ms: a deadline must be able to round up to a tick
-/// below [`MAX_DEADLINE_MS`] with room for a whole level above it.
-pub const MAX_TICK_MS: u64 = MAX_DEADLINE_MS >> 16;
+/// Largest accepted tick, ms: the last millisecond a [`Clock`](crate::Clock)
+/// can read (`u64::MAX` nanoseconds, about 584 years). A task is due at the
+/// end of a tick at the earliest, so with a longer tick no clock could ever
+/// reach a deadline and nothing would fire. With this tick, a task added
+/// during the first tick fires when the clock reaches its last millisecond.
+pub const MAX_TICK_MS: u64 = u64::MAX / NANOS_PER_MS;
+
+// A deadline rounds up to a tick below MAX_DEADLINE_MS with room for a whole
+// level above it, for every accepted tick and wheel size.
+const _: () = assert!(
+    MAX_TICK_MS
+        .saturating_mul(MAX_WHEEL_SIZE as u64)
+        .saturating_mul(2)
+        < MAX_DEADLINE_MS
+);
 
 /// Largest accepted wheel size: keeps bucket ids (level × size + slot) in a
 /// `u32` for every possible number of levels.
@@ -255,6 +277,10 @@ impl<T> TimingWheel<T> {
     /// multiple of the tick, clamped to [`MAX_DEADLINE_MS`].
     pub fn round_deadline(&self, deadline_ms: u64) -> u64 {
         let tick = self.tick_ms();
+        if tick == 1 {
+            // Kafka's default: nothing to round (and no division to pay).
+            return deadline_ms.min(MAX_DEADLINE_MS);
+        }
         let max = MAX_DEADLINE_MS - MAX_DEADLINE_MS % tick;
         deadline_ms
             .min(max)
@@ -298,8 +324,9 @@ impl<T> TimingWheel<T> {
         let slot = self.entries.slot(index);
         let (bucket, next) = (slot.bucket, slot.next);
         let bucket = &mut self.buckets[bucket as usize];
-        if bucket.cursor == index {
-            bucket.cursor = next; // keep a paused early pass on a live entry
+        let c = crate::bucket::chain(index);
+        if bucket.cursor[c] == index {
+            bucket.cursor[c] = next; // keep a paused pass on a live entry
         }
         bucket.unlink(&mut self.entries, index);
         Some(self.entries.remove(index))

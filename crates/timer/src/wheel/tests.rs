@@ -345,3 +345,69 @@ fn cancelling_the_entry_under_a_paused_early_pass_cursor() {
     let tasks: Vec<u64> = fired.iter().map(|&(_, d)| d - 8_000).collect();
     assert_eq!(tasks, vec![0, 1, 2, 4, 5, 6, 7, 8, 9]);
 }
+
+/// Chunk by chunk, how many tasks each bounded advance to `now` hands out,
+/// until nothing due is left; checks that none is early.
+fn hand_overs_per_chunk(wheel: &mut TimingWheel<u64>, now: u64, budget: usize) -> Vec<usize> {
+    let mut chunks = Vec::new();
+    loop {
+        let mut handed = 0;
+        let step = wheel.advance_bounded(now, budget, |deadline| {
+            assert!(deadline <= now, "task due at {deadline} fired at {now}");
+            handed += 1;
+        });
+        chunks.push(handed);
+        if step.done {
+            return chunks;
+        }
+    }
+}
+
+/// A burst sharing one deadline in a coarse bucket, whose final pass has
+/// not started when the deadline comes: the first chunk already hands tasks
+/// out, instead of the whole bucket moving down the levels first.
+#[test]
+fn a_burst_found_due_by_a_cascade_is_handed_out_chunk_by_chunk() {
+    const N: u64 = 2_000;
+    const BUDGET: usize = 256;
+    let mut wheel: TimingWheel<u64> = TimingWheel::new(1, 20, 0).unwrap();
+    // Level 2 (400 ms buckets), bucket [800, 1200): its early pass (at 600)
+    // keeps them all, beyond level 1's reach, for the final pass at 800.
+    let handles: Vec<_> = (0..N).map(|_| schedule(&mut wheel, 1_010, 1_010)).collect();
+    assert!(handles
+        .iter()
+        .all(|&h| wheel.position(h).unwrap().level == 2));
+    let chunks = hand_overs_per_chunk(&mut wheel, 1_010, BUDGET);
+    assert_eq!(chunks[0], BUDGET, "the first chunk hands out a full budget");
+    assert_eq!(chunks.iter().sum::<usize>() as u64, N);
+    assert!(wheel.is_empty());
+}
+
+/// The same with the final pass under way in the background when the
+/// deadline comes: what it has moved and what it still has both go out in
+/// chunks as soon as they are due.
+#[test]
+fn a_burst_under_a_paused_final_pass_starts_out_with_the_first_chunk() {
+    const N: u64 = 2_000;
+    const BUDGET: usize = 256;
+    let mut wheel: TimingWheel<u64> = TimingWheel::new(1, 20, 0).unwrap();
+    for _ in 0..N {
+        schedule(&mut wheel, 1_010, 1_010);
+    }
+    // At 800 the final pass starts; only what cannot wait is done, so it
+    // moves a chunk and pauses with slack left (its entries are due at
+    // 1010).
+    while !wheel
+        .advance_due(800, BUDGET, |_| panic!("nothing is due at 800"))
+        .done
+    {}
+    assert_eq!(wheel.paused_finish_by(), Some(1_010));
+    let chunks = hand_overs_per_chunk(&mut wheel, 1_010, BUDGET);
+    assert!(chunks[0] > 0, "first chunk: {chunks:?}");
+    assert!(
+        chunks.iter().all(|&c| c > 0),
+        "every chunk hands tasks out: {chunks:?}"
+    );
+    assert_eq!(chunks.iter().sum::<usize>() as u64, N);
+    assert!(wheel.is_empty());
+}

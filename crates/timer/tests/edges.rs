@@ -1,0 +1,193 @@
+//! The timer at its edges: handles given to the wrong timer, a clock that
+//! panics, a clock at the end of its range, and ticks so long that no clock
+//! reaches them. Driven by a `ManualClock`, except the one test that proves
+//! a reaper on a clock at its end waits instead of spinning.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use timer::{
+    Clock, ConfigError, Insertion, ManualClock, Timer, TimerBuilder, TimingWheel, MAX_TICK_MS,
+};
+
+fn counter() -> (Arc<AtomicUsize>, impl Fn() -> Box<dyn FnOnce() + Send>) {
+    let fired = Arc::new(AtomicUsize::new(0));
+    let f = fired.clone();
+    let task = move || {
+        let f = f.clone();
+        Box::new(move || {
+            f.fetch_add(1, Ordering::SeqCst);
+        }) as Box<dyn FnOnce() + Send>
+    };
+    (fired, task)
+}
+
+fn one_shard(clock: &Arc<dyn Clock>) -> Timer {
+    TimerBuilder::new()
+        .shared_clock(clock.clone())
+        .shards(1)
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn a_handle_acts_only_on_the_timer_that_issued_it() {
+    let clock: Arc<dyn Clock> = Arc::new(ManualClock::new());
+    let (a, b) = (one_shard(&clock), one_shard(&clock));
+    let (fired, task) = counter();
+    // The same shard, slot and generation in both timers.
+    let a_handle = a.add(Duration::from_millis(10), task()).unwrap();
+    let b_handle = b.add(Duration::from_millis(10), task()).unwrap();
+    assert_ne!(a_handle, b_handle);
+
+    assert!(!b.cancel(&a_handle));
+    assert_eq!(b.cancel_all(&mut [a_handle]), 0);
+    assert_eq!(b.len(), 1, "b's task is untouched");
+    assert!(a.cancel(&a_handle));
+
+    let manual = ManualClock::new();
+    let b2: Timer = TimerBuilder::new().clock(manual.clone()).build().unwrap();
+    let handle = b2.add(Duration::from_millis(10), task()).unwrap();
+    manual.advance_ms(10);
+    b2.advance_clock(Duration::ZERO);
+    b2.wait_for_executor();
+    assert!(!b2.cancel(&handle));
+    assert_eq!(fired.load(Ordering::SeqCst), 1);
+    b.shutdown();
+}
+
+#[test]
+fn a_wheel_handle_acts_only_on_its_own_wheel() {
+    let mut a = TimingWheel::new(1, 20, 0).unwrap();
+    let mut b = TimingWheel::new(1, 20, 0).unwrap();
+    let Insertion::Scheduled(ha) = a.insert(10, 'a') else {
+        panic!("scheduled")
+    };
+    let Insertion::Scheduled(hb) = b.insert(10, 'b') else {
+        panic!("scheduled")
+    };
+    assert_eq!(b.cancel(ha), None);
+    assert!(!b.contains(ha) && b.contains(hb));
+    assert_eq!(a.cancel(ha), Some('a'));
+}
+
+/// A manual clock that panics at its `n`-th reading from when it is armed.
+#[derive(Debug)]
+struct PanickyClock {
+    time: ManualClock,
+    countdown: AtomicUsize,
+    armed: AtomicBool,
+}
+
+impl Clock for PanickyClock {
+    fn now_nanos(&self) -> u64 {
+        if self.armed.load(Ordering::SeqCst) && self.countdown.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.armed.store(false, Ordering::SeqCst);
+            panic!("the clock broke");
+        }
+        self.time.now_nanos()
+    }
+}
+
+/// Whichever reading of the clock inside `advance_clock` panics, the
+/// shard's tasks still fire at later advances.
+#[test]
+fn tasks_survive_a_clock_that_panics_inside_advance_clock() {
+    for reading in 1..=6 {
+        let panicky = Arc::new(PanickyClock {
+            time: ManualClock::new(),
+            countdown: AtomicUsize::new(0),
+            armed: AtomicBool::new(false),
+        });
+        let clock: Arc<dyn Clock> = panicky.clone();
+        let timer = one_shard(&clock);
+        let (fired, task) = counter();
+        for delay in [5, 5, 30] {
+            timer.add(Duration::from_millis(delay), task()).unwrap();
+        }
+        panicky.time.advance_ms(5);
+        panicky.countdown.store(reading, Ordering::SeqCst);
+        panicky.armed.store(true, Ordering::SeqCst);
+        let first = catch_unwind(AssertUnwindSafe(|| timer.advance_clock(Duration::ZERO)));
+        panicky.armed.store(false, Ordering::SeqCst);
+        for _ in 0..3 {
+            panicky.time.advance_ms(20);
+            timer.advance_clock(Duration::ZERO);
+        }
+        timer.wait_for_executor();
+        assert_eq!(
+            fired.load(Ordering::SeqCst),
+            3,
+            "panic at reading {reading} (first advance: {:?})",
+            first.is_ok()
+        );
+        assert_eq!(timer.len(), 0);
+    }
+}
+
+/// With the clock at its end, a task whose deadline saturated stays pending,
+/// and `advance_clock` waits out its timeout instead of returning at once.
+#[test]
+fn a_clock_at_its_end_does_not_spin_the_reaper() {
+    let clock = ManualClock::new();
+    let timer: Timer = TimerBuilder::new().clock(clock.clone()).build().unwrap();
+    let (fired, task) = counter();
+    timer.add(Duration::MAX, task()).unwrap();
+    timer.add(Duration::from_secs(3600), task()).unwrap();
+    clock.advance(Duration::MAX);
+    timer.advance_clock(Duration::ZERO);
+    timer.wait_for_executor();
+    assert_eq!(fired.load(Ordering::SeqCst), 1, "the hour-long task fired");
+    assert_eq!(timer.len(), 1, "Duration::MAX never fires");
+    // Real time: each call must wait for its whole timeout.
+    let timeout = Duration::from_millis(10);
+    let started = Instant::now();
+    for _ in 0..3 {
+        assert!(!timer.advance_clock(timeout));
+    }
+    assert!(started.elapsed() >= timeout * 3, "advance_clock spun");
+    assert_eq!(timer.len(), 1);
+    timer.shutdown();
+}
+
+#[test]
+fn a_tick_no_clock_reaches_is_a_configuration_error() {
+    let too_long = Duration::from_millis(MAX_TICK_MS + 1);
+    let err = TimerBuilder::new()
+        .tick(too_long)
+        .build::<Box<dyn FnOnce() + Send>>()
+        .unwrap_err();
+    assert_eq!(
+        err,
+        ConfigError::TickTooLarge {
+            requested_ms: MAX_TICK_MS + 1,
+            max_ms: MAX_TICK_MS
+        }
+    );
+    assert!(TimingWheel::<()>::new(MAX_TICK_MS + 1, 20, 0).is_err());
+}
+
+/// The longest tick accepted still fires: a task added in the first tick is
+/// due at the last millisecond a clock reads.
+#[test]
+fn the_longest_tick_fires_at_the_end_of_time() {
+    let clock = ManualClock::new();
+    let timer: Timer = TimerBuilder::new()
+        .clock(clock.clone())
+        .tick(Duration::from_millis(MAX_TICK_MS))
+        .build()
+        .unwrap();
+    let (fired, task) = counter();
+    timer.add(Duration::from_millis(1), task()).unwrap();
+    clock.advance(Duration::from_millis(MAX_TICK_MS - 1));
+    timer.advance_clock(Duration::ZERO);
+    timer.wait_for_executor();
+    assert_eq!(fired.load(Ordering::SeqCst), 0, "never early");
+    clock.advance(Duration::MAX);
+    assert_eq!(clock.now_ms(), MAX_TICK_MS);
+    timer.advance_clock(Duration::ZERO);
+    timer.wait_for_executor();
+    assert_eq!(fired.load(Ordering::SeqCst), 1);
+}
