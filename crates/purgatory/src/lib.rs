@@ -122,20 +122,30 @@
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 #![forbid(unsafe_code)]
 
+mod builder;
 mod error;
 mod home;
+mod maintenance;
+mod members;
 mod operation;
+mod outcome;
 mod purgatory;
+mod release;
 mod retire;
+mod stats;
 mod stripe;
+mod sync;
 mod watch;
 
+pub use crate::builder::{PurgatoryBuilder, ShutdownPolicy};
 pub use crate::error::PurgatoryError;
 pub use crate::operation::{
     new_operation_lock, DelayedOperation, Operation, OperationGuard, OperationLock,
 };
+pub use crate::outcome::{Completion, Outcome};
+pub use crate::purgatory::Purgatory;
 #[doc(hidden)]
 pub use crate::purgatory::Unchosen;
-pub use crate::purgatory::{Purgatory, PurgatoryBuilder, ShutdownPolicy};
+pub use crate::stats::PurgatoryStats;
 pub use crate::watch::{KeyHasher, WatchKey};
 pub use timer::{Clock, ConfigError, ManualClock, SystemClock};
