@@ -229,14 +229,13 @@ impl<Op: DelayedOperation> Shared<Op> {
                 .is_some_and(|o| std::ptr::addr_eq(Arc::as_ptr(o), owner))
     }
 
-    /// Claims the operation for `owner` with its watch-list memberships.
-    /// Lock held; the operation must be neither watched nor completed.
-    /// Returns the claim's epoch.
-    pub(crate) fn claim(self: &Arc<Self>, owner: Arc<dyn Owner<Op>>, members: Members) -> u32 {
+    /// Ties the operation, already marked watched ([`OpState::claim`],
+    /// before it joined any list), to `owner` with its watch-list
+    /// memberships. Lock held. Returns the claim's epoch.
+    pub(crate) fn attach(self: &Arc<Self>, owner: Arc<dyn Owner<Op>>, members: Members) -> u32 {
         let mut links = self.links.lock();
         debug_assert!(links.owner.is_none() && links.members.is_empty());
-        let claimed = self.state.claim();
-        debug_assert!(claimed, "claimed a watched or completed operation");
+        debug_assert!(self.is_watched() && !self.is_completed());
         links.owner = Some(owner);
         links.epoch = links.epoch.wrapping_add(1);
         links.members = members;

@@ -82,6 +82,13 @@ impl Outcome {
 /// Invariants: `COMPLETED` is set once and never cleared, and only by a
 /// winning [`decide`](Self::decide); `WATCHED` is set by
 /// [`claim`](Self::claim) and cleared by the `decide` that ends the stay.
+/// An operation is claimed *before* it joins any watch list: a check that
+/// finds it in a list (under the list's lock, which the watcher released
+/// after claiming) therefore sees it watched, and waits for its lock
+/// rather than skipping it. Claiming after joining would leave a window in
+/// which a check skips an operation whose second try has not yet seen the
+/// check's event (a lost wake-up; the loom model
+/// `check_racing_the_two_tries_loses_no_wake_up` covers it).
 /// Changes happen under the operation lock, but `decide` does not rely on
 /// it: it is one compare-and-swap.
 #[derive(Debug, Default)]
@@ -129,17 +136,23 @@ impl OpState {
             .is_ok()
     }
 
+    /// Undoes a [`claim`](Self::claim) whose watch failed before the
+    /// operation was tied to a purgatory (a key panicked). Lock held.
+    pub(crate) fn unclaim(&self) {
+        self.0.fetch_and(!WATCHED, Ordering::AcqRel);
+    }
+
     /// Ends the operation's stay with `outcome`, if nobody has: `Completed`
-    /// and `Expired` win unless the operation has completed (a cancelled
-    /// one, out of the purgatory, may still be completed by force),
-    /// `Cancelled` only while it is watched and not completed. Returns
-    /// whether this call decided.
+    /// wins unless the operation has completed (a cancelled one, out of the
+    /// purgatory, may still be completed by force); `Expired` and
+    /// `Cancelled` only while it is watched and not completed (a timeout or
+    /// a cancel applies to a stay). Returns whether this call decided.
     pub(crate) fn decide(&self, outcome: Outcome) -> bool {
         self.0
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
                 let open = match outcome {
-                    Outcome::Cancelled => s & (WATCHED | COMPLETED) == WATCHED,
-                    _ => s & COMPLETED == 0,
+                    Outcome::Completed => s & COMPLETED == 0,
+                    _ => s & (WATCHED | COMPLETED) == WATCHED,
                 };
                 open.then_some((s & !(WATCHED | CANCELLED)) | outcome.bits())
             })
@@ -271,5 +284,159 @@ impl Wake for Unpark {
 
     fn wake_by_ref(self: &Arc<Self>) {
         self.0.unpark();
+    }
+}
+
+/// Models of the completion protocol, run by loom over every interleaving:
+/// `RUSTFLAGS="--cfg loom" cargo test -p purgatory --release --lib loom_models`.
+/// They drive the real [`OpState`] and [`Signal`] (through loom's atomics
+/// and mutex, see `crate::sync`); the operation lock and a watch list are
+/// modelled by plain mutexes.
+#[cfg(all(test, loom))]
+mod loom_models {
+    use super::*;
+    use crate::sync::AtomicBool;
+    use crate::sync::AtomicUsize;
+    use loom::sync::Notify;
+    use loom::thread;
+
+    /// Wakes a loom thread blocked in [`block_on`].
+    struct Wakeup(Notify);
+
+    impl Wake for Wakeup {
+        fn wake(self: Arc<Self>) {
+            self.0.notify();
+        }
+    }
+
+    /// Polls `completion` until ready, blocking between polls: a wake-up
+    /// that never comes is a deadlock, which loom reports.
+    fn block_on(completion: Completion) -> Outcome {
+        let wakeup = Arc::new(Wakeup(Notify::new()));
+        let waker = Waker::from(wakeup.clone());
+        loop {
+            if let Poll::Ready(outcome) = completion.poll_with(&waker) {
+                return outcome;
+            }
+            wakeup.0.wait();
+        }
+    }
+
+    /// Decides `outcome` as a leaving path does: the winner resolves the
+    /// waiters.
+    fn leave(state: &OpState, signal: &Signal, wins: &AtomicUsize, outcome: Outcome) {
+        if state.decide(outcome) {
+            wins.fetch_add(1, Ordering::SeqCst);
+            signal.resolve(outcome);
+        }
+    }
+
+    #[test]
+    fn a_waiter_registering_as_the_outcome_is_decided_is_woken() {
+        loom::model(|| {
+            let signal = Arc::new(Signal::new());
+            let waiter = Completion::waiting(signal.clone());
+            let resolver = thread::spawn(move || signal.resolve(Outcome::Completed));
+            assert_eq!(block_on(waiter), Outcome::Completed);
+            resolver.join().unwrap();
+        });
+    }
+
+    /// Two keys' checks and the timeout race: exactly one decides (so one
+    /// `on_complete`), and the waiter gets that one's outcome.
+    #[test]
+    fn two_checks_and_the_timeout_complete_exactly_once() {
+        loom::model(|| {
+            let state = Arc::new(OpState::new());
+            assert!(state.claim());
+            let signal = Arc::new(Signal::new());
+            let wins = Arc::new(AtomicUsize::new(0));
+            let waiter = Completion::waiting(signal.clone());
+            let racers: Vec<_> = [Outcome::Completed, Outcome::Expired]
+                .into_iter()
+                .map(|outcome| {
+                    let (state, signal, wins) = (state.clone(), signal.clone(), wins.clone());
+                    thread::spawn(move || leave(&state, &signal, &wins, outcome))
+                })
+                .collect();
+            leave(&state, &signal, &wins, Outcome::Completed);
+            let got = block_on(waiter);
+            for racer in racers {
+                racer.join().unwrap();
+            }
+            assert_eq!(wins.load(Ordering::SeqCst), 1);
+            assert_eq!(state.outcome(), Some(got));
+            assert!(state.is_completed() && !state.is_watched());
+        });
+    }
+
+    /// A cancel racing the expiry: one wins; the loser changes nothing.
+    #[test]
+    fn cancel_racing_expiry_decides_once() {
+        loom::model(|| {
+            let state = Arc::new(OpState::new());
+            assert!(state.claim());
+            let signal = Arc::new(Signal::new());
+            let wins = Arc::new(AtomicUsize::new(0));
+            let waiter = Completion::waiting(signal.clone());
+            let expiry = {
+                let (state, signal, wins) = (state.clone(), signal.clone(), wins.clone());
+                thread::spawn(move || leave(&state, &signal, &wins, Outcome::Expired))
+            };
+            leave(&state, &signal, &wins, Outcome::Cancelled);
+            let got = block_on(waiter);
+            expiry.join().unwrap();
+            assert_eq!(wins.load(Ordering::SeqCst), 1);
+            assert_eq!(state.outcome(), Some(got));
+            assert_eq!(state.is_completed(), got == Outcome::Expired);
+        });
+    }
+
+    /// `try_complete_else_watch`'s two tries against a check of the key:
+    /// the watcher tries, claims the operation, joins the list (under the
+    /// list's lock) and tries again, all under the operation lock; the
+    /// checker makes the condition hold, then looks at the list and, if it
+    /// finds the operation pending, tries it under the operation lock.
+    /// Whatever the interleaving, one of them completes it.
+    #[test]
+    fn check_racing_the_two_tries_loses_no_wake_up() {
+        loom::model(|| {
+            let op_lock = Arc::new(Mutex::new(()));
+            let listed = Arc::new(Mutex::new(false));
+            let ready = Arc::new(AtomicBool::new(false));
+            let state = Arc::new(OpState::new());
+            let checker = {
+                let (op_lock, listed, ready, state) = (
+                    op_lock.clone(),
+                    listed.clone(),
+                    ready.clone(),
+                    state.clone(),
+                );
+                thread::spawn(move || {
+                    ready.store(true, Ordering::Release);
+                    let found = *listed.lock();
+                    if found && state.is_pending() {
+                        let _op = op_lock.lock();
+                        if state.is_pending() && ready.load(Ordering::Acquire) {
+                            state.decide(Outcome::Completed);
+                        }
+                    }
+                })
+            };
+            {
+                let _op = op_lock.lock();
+                if ready.load(Ordering::Acquire) {
+                    state.decide(Outcome::Completed);
+                } else {
+                    assert!(state.claim());
+                    *listed.lock() = true;
+                    if ready.load(Ordering::Acquire) {
+                        state.decide(Outcome::Completed);
+                    }
+                }
+            }
+            checker.join().unwrap();
+            assert!(state.is_completed(), "a lost wake-up");
+        });
     }
 }

@@ -249,13 +249,18 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
             }
             let timeout =
                 guarded(name, "timeout", || shared.op().timeout()).unwrap_or(Duration::ZERO);
-            // No user code runs while the operation is being added to the
-            // lists and we hold its lock, so it cannot complete meanwhile:
-            // Kafka's "skip the remaining keys once completed" never applies.
+            // Marked watched before it joins any list, so that a check
+            // finding it there does not skip it (see `OpState`). No user
+            // code runs while it is being added to the lists and we hold its
+            // lock (but a key's `Hash`/`Eq`), so it cannot complete
+            // meanwhile: Kafka's "skip the remaining keys once completed"
+            // never applies.
+            let claimed = shared.state.claim();
+            debug_assert!(claimed, "neither watched nor completed, lock held");
             let (members, refused) = self.watch_all(shared, keys);
             debug_assert!(!shared.is_completed());
             self.home.add_watched(members.len());
-            let epoch = shared.claim(self.home.as_owner(), members);
+            let epoch = shared.attach(self.home.as_owner(), members);
             if refused {
                 // Shut down while we were watching: handled like every
                 // operation pending at shutdown.
@@ -299,6 +304,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
                     timer: None,
                 };
                 self.index.unwatch_batch(std::slice::from_ref(&partial));
+                shared.state.unclaim();
                 resume_unwind(panic)
             }
         }
