@@ -57,11 +57,11 @@ pub(crate) struct Metrics {
 #[cfg(feature = "metrics")]
 impl Metrics {
     pub(crate) fn new(name: &str) -> Self {
-        let label = ("delayedOperation", name.to_owned());
+        let labels = [("delayedOperation", name.to_owned())];
         Metrics {
-            size: metrics::gauge!("PurgatorySize", &[label.clone()]),
-            delayed: metrics::gauge!("NumDelayedOperations", &[label.clone()]),
-            expires: metrics::counter!("ExpiresPerSec", &[label]),
+            size: metrics::gauge!("PurgatorySize", &labels),
+            delayed: metrics::gauge!("NumDelayedOperations", &labels),
+            expires: metrics::counter!("ExpiresPerSec", &labels),
         }
     }
 
