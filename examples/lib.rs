@@ -1,6 +1,14 @@
-//! What the runnable programs share: logging set up the same way, and a
-//! scripted timeline on a manual clock for the `produce` and `fetch`
-//! walkthroughs, so their output is the same on every run.
+//! What the runnable programs share: logging set up the same way, their
+//! command lines (parsed and checked here, so that tests can check them
+//! without running a program), and a scripted timeline on a manual clock for
+//! the `produce` and `fetch` walkthroughs, so their output is the same on
+//! every run.
+
+pub mod cli;
+pub mod fetch_args;
+pub mod heartbeat_args;
+pub mod plot;
+pub mod produce_args;
 
 use std::time::Duration;
 

@@ -2,32 +2,37 @@
 //!
 //! ```text
 //! cargo run --example produce
+//! cargo run --example produce -- --timeout-ms 200 --records 4 --record-bytes 512
+//! cargo run --example produce -- --help
 //! ```
 //!
 //! Runs a scripted timeline on a manual clock (so the output is the same on
 //! every run) and prints what happens and when:
 //! 1. a produce to three partitions waits until the followers have fetched
 //!    past the written records; one follower never catches up on one
-//!    partition, so at the 100 ms timeout that partition answers
-//!    `REQUEST_TIMED_OUT` while the other two answer `NONE`;
+//!    partition, so at the timeout (`--timeout-ms`, 100 ms) that partition
+//!    answers `REQUEST_TIMED_OUT` while the other two answer `NONE`;
 //! 2. the leader drops the lagging follower from the ISR, and the next produce
 //!    completes as soon as the remaining follower has the records;
 //! 3. a produce waiting when leadership moves away completes at once with
 //!    `NOT_LEADER_OR_FOLLOWER`.
 
+use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
 use broker::{
     Acks, FetchParams, PartitionFetch, PartitionRole, ProduceResponse, Records, TopicPartition,
 };
+use clap::Parser;
+use examples::produce_args::{ProduceArgs, FOLLOWER_FETCH_MAX_BYTES, LAST_FOLLOWER_FETCH_MS};
 use examples::Timeline;
 use timer::Clock;
 
-const TIMEOUT: Duration = Duration::from_millis(100);
-
 struct Script {
     t: Timeline,
+    timeout: Duration,
+    record_bytes: u32,
 }
 
 /// The script reads as a timeline: `s.at(ms)`, `s.say(..)`, `s.rm`.
@@ -43,10 +48,10 @@ impl Script {
         let clock: Arc<dyn Clock> = Arc::clone(self.rm.clock());
         let entries = tps
             .iter()
-            .map(|tp| ((*tp).clone(), Records::uniform(records, 100)))
+            .map(|tp| ((*tp).clone(), Records::uniform(records, self.record_bytes)))
             .collect();
         let answered_at_once = self.rm.append_records(
-            TIMEOUT,
+            self.timeout,
             Acks::All,
             entries,
             move |response: ProduceResponse| {
@@ -65,7 +70,7 @@ impl Script {
             self.say(format!(
                 "{name}: acks=-1, {records} records to {} partition(s), timeout {} ms -> waiting (purgatory watched {}, delayed {})",
                 tps.len(),
-                TIMEOUT.as_millis(),
+                self.timeout.as_millis(),
                 p.watched(),
                 p.delayed()
             ));
@@ -85,7 +90,7 @@ impl Script {
                 tp.clone(),
                 PartitionFetch {
                     fetch_offset: offset,
-                    max_bytes: 1 << 20,
+                    max_bytes: FOLLOWER_FETCH_MAX_BYTES,
                 },
             )],
             got.callback(),
@@ -107,14 +112,24 @@ impl Script {
     }
 }
 
-fn main() {
+fn main() -> ExitCode {
+    let args = ProduceArgs::parse();
+    if let Err(err) = args.check() {
+        return err.report();
+    }
     examples::init_logging();
+    let timeout = args.timeout_ms;
+    let records = args.records;
     let t = Timeline::new();
     let tps: Vec<TopicPartition> = (0..3).map(|p| TopicPartition::new("orders", p)).collect();
     for tp in &tps {
         t.rm.add_partition(tp.clone(), &[1, 2], 2);
     }
-    let s = Script { t };
+    let s = Script {
+        t,
+        timeout: Duration::from_millis(timeout),
+        record_bytes: args.record_bytes_u32(),
+    };
     let [o0, o1, o2] = [&tps[0], &tps[1], &tps[2]];
     println!(
         "Partitions orders-0..2 led here, followers 1 and 2 in sync, min.insync.replicas 2.\n"
@@ -123,7 +138,7 @@ fn main() {
     println!(
         "1. Completion by the followers, and a timeout on the partition one of them never fetches"
     );
-    s.produce("produce #1", &[o0, o1, o2], 10);
+    s.produce("produce #1", &[o0, o1, o2], records);
     s.at(10);
     for tp in [o0, o1, o2] {
         s.follower_fetch(1, tp, 0);
@@ -133,34 +148,34 @@ fn main() {
     }
     s.at(20);
     for tp in [o0, o1, o2] {
-        s.follower_fetch(1, tp, 10);
+        s.follower_fetch(1, tp, records as u64);
     }
-    s.at(25);
+    s.at(LAST_FOLLOWER_FETCH_MS);
     for tp in [o0, o1] {
-        s.follower_fetch(2, tp, 10);
+        s.follower_fetch(2, tp, records as u64);
     }
     s.say("orders-0 and orders-1 are replicated; orders-2 still waits for replica 2");
-    s.at(100);
+    s.at(timeout);
 
     println!("\n2. The leader drops the lagging replica 2 from orders-2's ISR; the next produce needs replica 1 only");
-    s.at(110);
+    s.at(timeout + 10);
     s.rm.set_in_sync(o2, 2, false)
         .expect("replica 2 is a follower");
     s.say(format!(
         "ISR of orders-2 shrinks to {{0, 1}}: high watermark {}",
         s.rm.partition(o2).expect("hosted").high_watermark()
     ));
-    s.at(120);
-    s.produce("produce #2", &[o2], 5);
-    s.at(130);
-    let next = s.follower_fetch(1, o2, 10);
-    s.at(140);
+    s.at(timeout + 20);
+    s.produce("produce #2", &[o2], (records / 2).max(1));
+    s.at(timeout + 30);
+    let next = s.follower_fetch(1, o2, records as u64);
+    s.at(timeout + 40);
     s.follower_fetch(1, o2, next);
 
     println!("\n3. Leadership moves away while a produce waits");
-    s.at(150);
+    s.at(timeout + 50);
     s.produce("produce #3", &[o1], 1);
-    s.at(160);
+    s.at(timeout + 60);
     s.say("orders-1's leadership moves to another broker");
     s.rm.set_partition_role(o1, PartitionRole::Follower);
 
@@ -170,4 +185,5 @@ fn main() {
         p.watched(),
         p.delayed()
     );
+    ExitCode::SUCCESS
 }

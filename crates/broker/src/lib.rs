@@ -3,10 +3,10 @@
 //! It implements the three delayed operations Kafka builds on its purgatory,
 //! with Kafka's semantics, on just enough broker state to drive them:
 //!
-//! - [`DelayedHeartbeat`] (module [`heartbeat`]): a group member's session
-//!   timer, keyed by [`MemberKey`]. The [`GroupCoordinator`] completes it on
-//!   each heartbeat and watches the next one; when it expires the member is
-//!   removed and its group rebalances.
+//! - [`DelayedHeartbeat`] (module [`coordinator::heartbeat`]): a group
+//!   member's session timer, keyed by [`MemberKey`]. The [`GroupCoordinator`]
+//!   completes it on each heartbeat and watches the next one; when it expires
+//!   the member is removed and its group rebalances.
 //! - [`DelayedProduce`] (module [`produce`]): an `acks=-1` produce, keyed by
 //!   every partition written, waiting for the followers to raise each
 //!   partition's high watermark to the required offset.
@@ -17,6 +17,28 @@
 //! followers, the high watermark) and the produce and fetch purgatories. The
 //! [`simulation`] module runs the consumer-heartbeat simulation that the
 //! `consumer_heartbeat` example and the integration tests share.
+//!
+//! # Layout
+//!
+//! Modules depend downwards only (no two import each other):
+//!
+//! - [`records`], [`error`], [`response`]: the log model, Kafka's error codes
+//!   and the response callbacks every operation answers through;
+//! - [`group`]: groups, members and their locks;
+//! - [`coordinator`]: the [`GroupCoordinator`] and, as its child module
+//!   [`coordinator::heartbeat`], the heartbeat operation it arms;
+//! - [`partition`]: a hosted [`Partition`] (`partition/mod.rs`), partition
+//!   names (`topic_partition.rs`) and the [`PartitionRegistry`]
+//!   (`registry.rs`);
+//! - [`produce`], [`fetch`]: the two data-path operations, on the registry;
+//! - [`replica_manager`]: the partitions and the produce and fetch
+//!   purgatories together;
+//! - [`simulation`]: the consumer-heartbeat simulation (configuration,
+//!   engine, summary).
+//!
+//! The maps that threads share (the coordinator's groups, the partition
+//! registry) are `DashMap`s: lookups of different keys do not contend on one
+//! lock.
 //!
 //! Every component takes its clock from its purgatory: give it a
 //! `timer::ManualClock` (and no reaper) to run in virtual time, as the unit
@@ -31,7 +53,6 @@ pub mod coordinator;
 pub mod error;
 pub mod fetch;
 pub mod group;
-pub mod heartbeat;
 pub mod partition;
 pub mod produce;
 pub mod records;
@@ -39,11 +60,12 @@ pub mod replica_manager;
 pub mod response;
 pub mod simulation;
 
-pub use coordinator::{Eviction, GroupCoordinator, HeartbeatPurgatory, JoinResult};
+pub use coordinator::{
+    DelayedHeartbeat, Eviction, GroupCoordinator, HeartbeatPurgatory, JoinResult,
+};
 pub use error::ErrorCode;
 pub use fetch::{DelayedFetch, FetchParams, FetchResponse, PartitionFetch};
 pub use group::{Group, GroupId, Member, MemberId, MemberKey};
-pub use heartbeat::DelayedHeartbeat;
 pub use partition::{
     FetchIsolation, Partition, PartitionRead, PartitionRegistry, PartitionRole, ReplicaId,
     TopicPartition, LEADER_ID,

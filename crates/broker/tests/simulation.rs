@@ -4,7 +4,7 @@
 //! plus one tick and the heartbeat jitter, one pending expectation per alive
 //! member, and (in virtual time) the same summary for the same seed.
 
-use broker::simulation::{run, SimConfig, Summary};
+use broker::simulation::{run, run_recorded, SimConfig, Summary};
 
 /// The purgatory's tick: expiry may land up to one tick after the deadline.
 const TICK_MS: u64 = 1;
@@ -142,6 +142,45 @@ fn progress_comes_once_per_simulated_second() {
         (s.alive_at_end, s.watched_at_end, s.delayed_at_end)
     );
     assert!(lines.iter().all(|p| p.heartbeats_per_s > 0.0));
+}
+
+#[test]
+fn progress_thins_out_on_long_runs() {
+    let mut times = Vec::new();
+    let config = SimConfig {
+        consumers: 20,
+        groups: 2,
+        duration_ms: 100_000,
+        ..small(16)
+    };
+    run(&config, |p| times.push(p.elapsed_ms)).unwrap();
+    let expected: Vec<u64> = (1..=20).map(|i| i * 5_000).collect();
+    assert_eq!(times, expected, "one line every 5 s for a 100 s run");
+}
+
+#[test]
+fn the_recording_adds_up_to_the_summary() {
+    let config = SimConfig {
+        duration_ms: 2_500,
+        ..small(15)
+    };
+    let (s, r) = run_recorded(&config, |_| {}).unwrap();
+    assert_eq!(s, run_quietly(&config), "recording changes nothing");
+    let times: Vec<u64> = r.samples.iter().map(|x| x.t_ms).collect();
+    assert_eq!(times, [0, 1_000, 2_000, 2_500]);
+    assert_eq!(r.samples[0].alive, config.consumers);
+    assert_eq!(r.samples.last().unwrap().alive, s.alive_at_end);
+    let heartbeats: u64 = r.samples.iter().map(|x| x.heartbeats).sum();
+    assert_eq!(heartbeats, s.heartbeats);
+    let evictions: u64 = r.samples.iter().map(|x| x.evictions).sum();
+    assert_eq!(evictions, (s.detected_failures + s.false_evictions) as u64);
+    assert_eq!(r.detection_delays_ms.len(), s.detected_failures);
+    assert!(r.detection_delays_ms.windows(2).all(|w| w[0] <= w[1]));
+    assert_eq!(
+        r.detection_delays_ms.last().copied(),
+        s.detection_delay_max_ms
+    );
+    assert_eq!(r.heartbeats_per_s().len(), 3);
 }
 
 #[test]

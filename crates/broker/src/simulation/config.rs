@@ -28,6 +28,14 @@ pub const MAX_DURATION_MS: u64 = 7 * 24 * 3600 * 1000;
 /// The most consumers accepted.
 pub const MAX_CONSUMERS: usize = 10_000_000;
 
+/// The most heartbeats a run may plan (consumers × duration / interval): a
+/// bigger run takes hours even in virtual time.
+pub const MAX_PLANNED_HEARTBEATS: u64 = 10_000_000_000;
+
+/// Status lines per run, at most (plus the one at the end): the interval
+/// between them grows with the duration.
+pub const MAX_PROGRESS_LINES: u64 = 30;
+
 /// The consumer-heartbeat simulation's parameters.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SimConfig {
@@ -115,6 +123,29 @@ impl SimConfig {
         self.heartbeat_interval_ms + self.session_timeout_ms + DETECTION_MARGIN_MS
     }
 
+    /// Heartbeats the run sends if nobody fails: consumers × duration /
+    /// interval.
+    pub fn planned_heartbeats(&self) -> u64 {
+        (self.consumers as u64).saturating_mul(self.duration_ms) / self.heartbeat_interval_ms.max(1)
+    }
+
+    /// Simulated time between two status lines: the smallest of 1, 2 or 5
+    /// times a power of ten seconds that keeps the run within
+    /// [`MAX_PROGRESS_LINES`] lines (one second for runs up to 30 s).
+    pub fn progress_interval_ms(&self) -> u64 {
+        let wanted = self.duration_ms.div_ceil(MAX_PROGRESS_LINES).max(1000);
+        let mut decade = 1000u64;
+        loop {
+            for step in [1, 2, 5] {
+                let interval = decade.saturating_mul(step);
+                if interval >= wanted {
+                    return interval;
+                }
+            }
+            decade = decade.saturating_mul(10);
+        }
+    }
+
     /// Checks every parameter; the error names the offending flag.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let fail = |msg: String| Err(ConfigError(msg));
@@ -168,6 +199,13 @@ impl SimConfig {
             return fail(format!(
                 "--duration-s must be at most {} (7 days)",
                 MAX_DURATION_MS / 1000
+            ));
+        }
+        if self.planned_heartbeats() > MAX_PLANNED_HEARTBEATS {
+            return fail(format!(
+                "--consumers × --duration-s / --heartbeat-interval-ms plans {} heartbeats; \
+                 it must be at most {MAX_PLANNED_HEARTBEATS}",
+                self.planned_heartbeats()
             ));
         }
         let failures = self.planned_crashes() + self.planned_stalls() > 0;
@@ -247,6 +285,50 @@ mod tests {
             let err = with(edit).unwrap_err();
             assert!(err.to_string().contains(expected), "{err} lacks {expected}");
         }
+    }
+
+    #[test]
+    fn progress_lines_stay_few_whatever_the_duration() {
+        let interval = |duration_ms| {
+            SimConfig {
+                duration_ms,
+                ..SimConfig::default()
+            }
+            .progress_interval_ms()
+        };
+        assert_eq!(interval(1), 1_000);
+        assert_eq!(interval(15_000), 1_000);
+        assert_eq!(interval(30_000), 1_000);
+        assert_eq!(interval(30_001), 2_000);
+        assert_eq!(interval(100_000_000), 5_000_000);
+        assert_eq!(interval(MAX_DURATION_MS), 50_000_000);
+        for duration_ms in [
+            1,
+            999,
+            1_000,
+            29_999,
+            31_000,
+            59_999,
+            60_001,
+            123_456_789,
+            MAX_DURATION_MS,
+        ] {
+            let lines = duration_ms / interval(duration_ms);
+            assert!(lines <= MAX_PROGRESS_LINES, "{duration_ms}: {lines}");
+        }
+    }
+
+    #[test]
+    fn runs_too_big_to_finish_are_refused() {
+        let err = with(|c| {
+            c.consumers = MAX_CONSUMERS;
+            c.groups = 1;
+            c.heartbeat_interval_ms = 1;
+            c.session_timeout_ms = 2;
+            c.duration_ms = 3_600_000;
+        })
+        .unwrap_err();
+        assert!(err.to_string().contains("--heartbeat-interval-ms"), "{err}");
     }
 
     #[test]

@@ -22,7 +22,7 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::fmt;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
@@ -30,6 +30,7 @@ use rand::{Rng, SeedableRng};
 use timer::ManualClock;
 
 use super::config::{ConfigError, SimConfig, DETECTION_MARGIN_MS};
+use super::recording::Recording;
 use super::summary::{percentile, Progress, Summary};
 use crate::coordinator::{Eviction, GroupCoordinator};
 use crate::error::ErrorCode;
@@ -123,11 +124,23 @@ struct Engine<'a> {
     false_evictions: usize,
     evictions: u64,
     last_progress: (u64, u64),
+    started: Instant,
+    recording: Recording,
 }
 
-/// Runs the simulation `config` describes, calling `on_progress` about once
-/// per simulated second, and returns its summary.
+/// Runs the simulation `config` describes, calling `on_progress` every
+/// [`SimConfig::progress_interval_ms`] of simulated time and at the end, and
+/// returns its summary.
 pub fn run(config: &SimConfig, on_progress: impl FnMut(&Progress)) -> Result<Summary, SimError> {
+    run_recorded(config, on_progress).map(|(summary, _)| summary)
+}
+
+/// Like [`run`], and also returns the run's [`Recording`]: its time series
+/// and every detection delay.
+pub fn run_recorded(
+    config: &SimConfig,
+    on_progress: impl FnMut(&Progress),
+) -> Result<(Summary, Recording), SimError> {
     config.validate()?;
     let purgatory_error = |err: purgatory::PurgatoryError| SimError::Purgatory(err.to_string());
     let (coordinator, time) = if config.virtual_time {
@@ -144,7 +157,7 @@ pub fn run(config: &SimConfig, on_progress: impl FnMut(&Progress)) -> Result<Sum
     engine.run_loop(on_progress);
     let summary = engine.summary();
     engine.coordinator.shutdown();
-    Ok(summary)
+    Ok((summary, engine.recording))
 }
 
 impl<'a> Engine<'a> {
@@ -177,6 +190,8 @@ impl<'a> Engine<'a> {
             false_evictions: 0,
             evictions: 0,
             last_progress: (0, 0),
+            started: Instant::now(),
+            recording: Recording::for_duration(config.duration_ms),
         }
     }
 
@@ -201,11 +216,27 @@ impl<'a> Engine<'a> {
             self.events.push(Reverse((first, index)));
         }
         self.generations_at_start = self.coordinator.total_generations();
+        self.sample(0);
+    }
+
+    /// Adds a sample to the recording if one is due at `t`.
+    fn maybe_sample(&mut self, t: u64) {
+        if self.recording.due(t, self.config.duration_ms) {
+            self.sample(t);
+        }
+    }
+
+    fn sample(&mut self, t: u64) {
+        self.collect_evictions();
+        let alive = self.coordinator.alive_members();
+        let heartbeats = self.coordinator.heartbeats_handled();
+        self.recording.record(t, alive, heartbeats, self.evictions);
     }
 
     fn run_loop(&mut self, mut on_progress: impl FnMut(&Progress)) {
         let end = self.config.duration_ms;
-        let mut next_progress = 1000;
+        let interval = self.config.progress_interval_ms();
+        let mut next_progress = interval;
         match &self.time {
             Time::Virtual(clock) => {
                 let clock = clock.clone();
@@ -213,24 +244,27 @@ impl<'a> Engine<'a> {
                     clock.set_ms(t);
                     while self.coordinator.advance_clock(Duration::ZERO) {}
                     self.handle_due(t);
+                    self.maybe_sample(t);
                     if t == next_progress || t == end {
                         on_progress(&self.progress(t));
-                        next_progress += 1000;
+                        next_progress += interval;
                     }
                 }
             }
             Time::Real { .. } => loop {
                 let now = self.now();
                 self.handle_due(now.min(end));
+                self.maybe_sample(now.min(end));
                 if now >= next_progress || now >= end {
                     on_progress(&self.progress(now.min(end)));
-                    next_progress = (now / 1000 + 1) * 1000;
+                    next_progress = (now / interval + 1) * interval;
                 }
                 if now >= end {
                     break;
                 }
                 let next_event = self.events.peek().map_or(end, |Reverse((t, _))| *t);
-                let wake = next_event.min(next_progress).min(end);
+                let next_sample = self.recording.next_sample_ms();
+                let wake = next_event.min(next_progress).min(next_sample).min(end);
                 if wake > now {
                     std::thread::sleep(Duration::from_millis(wake - now));
                 }
@@ -327,8 +361,18 @@ impl<'a> Engine<'a> {
         self.last_progress = (t, heartbeats);
         let span_s = (t.saturating_sub(last_t)).max(1) as f64 / 1000.0;
         let purgatory = self.coordinator.purgatory();
+        let wall_ms = self.started.elapsed().as_millis() as u64;
+        let eta_ms = match self.time {
+            Time::Virtual(_) if t > 0 => {
+                let left = self.config.duration_ms.saturating_sub(t);
+                Some((wall_ms as u128 * left as u128 / t as u128) as u64)
+            }
+            _ => None,
+        };
         Progress {
             elapsed_ms: t,
+            wall_ms,
+            eta_ms,
             alive: self.coordinator.alive_members(),
             heartbeats_per_s: (heartbeats - last_heartbeats) as f64 / span_s,
             watched: purgatory.watched(),
@@ -353,6 +397,7 @@ impl<'a> Engine<'a> {
         let detected = self.consumers.iter().filter(|c| c.detected).count();
         let mut delays = std::mem::take(&mut self.delays);
         delays.sort_unstable();
+        self.recording.detection_delays_ms.clone_from(&delays);
         let heartbeats = self.coordinator.heartbeats_handled();
         let purgatory = self.coordinator.purgatory();
         Summary {

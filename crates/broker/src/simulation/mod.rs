@@ -48,10 +48,13 @@
 
 mod config;
 mod engine;
+mod recording;
 mod summary;
 
 pub use config::{
     ConfigError, SimConfig, DETECTION_MARGIN_MS, JITTER_PERCENT, MAX_CONSUMERS, MAX_DURATION_MS,
+    MAX_PLANNED_HEARTBEATS, MAX_PROGRESS_LINES,
 };
-pub use engine::{run, SimError};
+pub use engine::{run, run_recorded, SimError};
+pub use recording::{Recording, Sample, MAX_SAMPLES};
 pub use summary::{percentile, Progress, Summary};

@@ -10,11 +10,17 @@ use std::fmt;
 
 use super::config::SimConfig;
 
-/// One status line, emitted about once per simulated second.
+/// One status line, emitted every [`SimConfig::progress_interval_ms`] of
+/// simulated time and at the end.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Progress {
     /// Simulated time since the start (ms).
     pub elapsed_ms: u64,
+    /// Wall time since the start (ms).
+    pub wall_ms: u64,
+    /// In virtual time, the wall time the rest of the run is expected to take
+    /// at the pace so far (ms); `None` in real time.
+    pub eta_ms: Option<u64>,
     /// Members in their groups now.
     pub alive: usize,
     /// Heartbeats handled per simulated second since the previous line.
@@ -33,8 +39,16 @@ impl fmt::Display for Progress {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "[t={:>6.1}s] alive {:>7}  heartbeats/s {:>9.1}  pending: watched {:>7} delayed {:>7}  evicted {:>5}  rebalances {:>5}",
+            "[t={:>6.1}s wall {:>6.1}s",
             self.elapsed_ms as f64 / 1000.0,
+            self.wall_ms as f64 / 1000.0
+        )?;
+        if let Some(eta_ms) = self.eta_ms {
+            write!(f, " eta {:>6.1}s", eta_ms as f64 / 1000.0)?;
+        }
+        write!(
+            f,
+            "] alive {:>7}  heartbeats/s {:>9.1}  pending: watched {:>7} delayed {:>7}  evicted {:>5}  rebalances {:>5}",
             self.alive,
             self.heartbeats_per_s,
             self.watched,

@@ -19,20 +19,23 @@
 //! whenever no heartbeat is in flight), and a departed member has none. The
 //! coordinator never holds its group map's lock across a purgatory call.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use dashmap::DashMap;
 use log::{debug, info};
-use parking_lot::{Mutex, RwLock};
+use parking_lot::Mutex;
 use purgatory::{Operation, Purgatory, PurgatoryError};
 use timer::{Clock, ManualClock};
 
 use crate::error::ErrorCode;
 use crate::group::{Group, GroupId, Member, MemberId, MemberKey};
-use crate::heartbeat::DelayedHeartbeat;
+
+pub mod heartbeat;
+
+pub use heartbeat::DelayedHeartbeat;
 
 /// The purgatory type the coordinator uses.
 pub type HeartbeatPurgatory = Purgatory<MemberKey, DelayedHeartbeat>;
@@ -77,7 +80,7 @@ pub struct GroupCoordinator {
 /// The coordinator's state, shared with its heartbeat operations through a
 /// `Weak` (so pending operations never keep the coordinator alive).
 pub(crate) struct CoordinatorInner {
-    groups: RwLock<HashMap<GroupId, Arc<Group>>>,
+    groups: DashMap<GroupId, Arc<Group>>,
     purgatory: HeartbeatPurgatory,
     clock: Arc<dyn Clock>,
     next_token: AtomicU64,
@@ -96,7 +99,7 @@ impl GroupCoordinator {
         let clock = Arc::clone(purgatory.clock());
         GroupCoordinator {
             inner: Arc::new(CoordinatorInner {
-                groups: RwLock::new(HashMap::new()),
+                groups: DashMap::new(),
                 purgatory,
                 clock,
                 next_token: AtomicU64::new(1),
@@ -144,17 +147,18 @@ impl GroupCoordinator {
         if let Some(group) = self.group(&id) {
             return group;
         }
-        let mut groups = self.inner.groups.write();
         Arc::clone(
-            groups
+            self.inner
+                .groups
                 .entry(id.clone())
-                .or_insert_with(|| Arc::new(Group::new(id))),
+                .or_insert_with(|| Arc::new(Group::new(id)))
+                .value(),
         )
     }
 
     /// The group `id`, if it exists.
     pub fn group(&self, id: &GroupId) -> Option<Arc<Group>> {
-        self.inner.groups.read().get(id).cloned()
+        self.inner.groups.get(id).map(|g| Arc::clone(g.value()))
     }
 
     /// Adds `member` to `group` (creating the group if needed), or replaces it
@@ -270,7 +274,11 @@ impl GroupCoordinator {
 
     /// A snapshot of the groups, in no particular order.
     pub fn groups(&self) -> Vec<Arc<Group>> {
-        self.inner.groups.read().values().cloned().collect()
+        self.inner
+            .groups
+            .iter()
+            .map(|g| Arc::clone(g.value()))
+            .collect()
     }
 
     /// Shuts the heartbeat purgatory down; returns how many expectations were
@@ -283,7 +291,7 @@ impl GroupCoordinator {
 impl fmt::Debug for GroupCoordinator {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("GroupCoordinator")
-            .field("groups", &self.inner.groups.read().len())
+            .field("groups", &self.inner.groups.len())
             .field("watched", &self.inner.purgatory.watched())
             .field("delayed", &self.inner.purgatory.delayed())
             .field("evictions", &self.eviction_count())

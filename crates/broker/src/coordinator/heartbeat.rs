@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use purgatory::DelayedOperation;
 
-use crate::coordinator::CoordinatorInner;
+use super::CoordinatorInner;
 use crate::group::{Group, MemberId};
 
 /// A pending heartbeat expectation for one member, keyed by its `MemberKey`.

@@ -16,61 +16,18 @@
 //!   held across a purgatory call; methods report whether the HW advanced so
 //!   that the caller can trigger `check_and_complete` *after* releasing it.
 
-use std::collections::{BTreeMap, HashMap};
-use std::fmt;
-use std::sync::Arc;
+mod registry;
+mod topic_partition;
 
-use parking_lot::{Mutex, RwLock};
+use std::collections::BTreeMap;
+
+use parking_lot::Mutex;
+
+pub use registry::PartitionRegistry;
+pub use topic_partition::{ReplicaId, TopicPartition, LEADER_ID};
 
 use crate::error::ErrorCode;
 use crate::records::{FetchedRecords, Log, Records};
-
-/// A replica (broker) id. The local broker, leader of every partition it
-/// hosts, is [`LEADER_ID`]; followers have other ids.
-pub type ReplicaId = u32;
-
-/// The local broker's replica id.
-pub const LEADER_ID: ReplicaId = 0;
-
-/// A topic partition, e.g. `orders-3`. Cheap to clone.
-#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct TopicPartition {
-    topic: Arc<str>,
-    partition: u32,
-}
-
-impl TopicPartition {
-    /// Partition `partition` of `topic`.
-    pub fn new(topic: impl Into<Arc<str>>, partition: u32) -> Self {
-        TopicPartition {
-            topic: topic.into(),
-            partition,
-        }
-    }
-
-    /// The topic.
-    pub fn topic(&self) -> &str {
-        &self.topic
-    }
-
-    /// The partition number.
-    pub fn partition(&self) -> u32 {
-        self.partition
-    }
-}
-
-impl fmt::Display for TopicPartition {
-    /// Kafka's label, `<topic>-<partition>`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}-{}", self.topic, self.partition)
-    }
-}
-
-impl fmt::Debug for TopicPartition {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "TopicPartition({self})")
-    }
-}
 
 /// What this broker is for a partition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -363,54 +320,6 @@ impl Partition {
     }
 }
 
-/// The partitions this broker hosts, shared by the replica manager and the
-/// delayed operations that look partitions up.
-#[derive(Debug, Default)]
-pub struct PartitionRegistry {
-    partitions: RwLock<HashMap<TopicPartition, Arc<Partition>>>,
-}
-
-impl PartitionRegistry {
-    /// No partitions.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Hosts `partition` (replacing any partition of the same name).
-    pub fn insert(&self, partition: Partition) -> Arc<Partition> {
-        let partition = Arc::new(partition);
-        self.partitions
-            .write()
-            .insert(partition.topic_partition().clone(), Arc::clone(&partition));
-        partition
-    }
-
-    /// The partition `tp` whatever its role, if hosted.
-    pub fn get(&self, tp: &TopicPartition) -> Option<Arc<Partition>> {
-        self.partitions.read().get(tp).cloned()
-    }
-
-    /// Stops hosting `tp`.
-    pub fn remove(&self, tp: &TopicPartition) -> Option<Arc<Partition>> {
-        self.partitions.write().remove(tp)
-    }
-
-    /// Kafka's `getPartitionOrError`: the partition, `UNKNOWN_TOPIC_OR_PARTITION`
-    /// if it is not hosted, `KAFKA_STORAGE_ERROR` if it is offline.
-    pub fn get_partition_or_error(&self, tp: &TopicPartition) -> Result<Arc<Partition>, ErrorCode> {
-        let partition = self
-            .partitions
-            .read()
-            .get(tp)
-            .cloned()
-            .ok_or(ErrorCode::UnknownTopicOrPartition)?;
-        if partition.role() == PartitionRole::Offline {
-            return Err(ErrorCode::KafkaStorageError);
-        }
-        Ok(partition)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -487,23 +396,6 @@ mod tests {
         assert_eq!(
             p.read(3, 1000, FetchIsolation::HighWatermark).error,
             ErrorCode::OffsetOutOfRange
-        );
-    }
-
-    #[test]
-    fn registry_maps_missing_and_offline_partitions_to_errors() {
-        let registry = PartitionRegistry::new();
-        let tp = TopicPartition::new("t", 0);
-        assert_eq!(
-            registry.get_partition_or_error(&tp).unwrap_err(),
-            ErrorCode::UnknownTopicOrPartition
-        );
-        let p = registry.insert(partition());
-        assert!(registry.get_partition_or_error(&tp).is_ok());
-        p.set_role(PartitionRole::Offline);
-        assert_eq!(
-            registry.get_partition_or_error(&tp).unwrap_err(),
-            ErrorCode::KafkaStorageError
         );
     }
 }
