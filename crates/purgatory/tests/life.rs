@@ -601,3 +601,70 @@ fn absurd_shard_counts_are_errors() {
     let msg = PurgatoryError::Shards(0).to_string();
     assert!(msg.contains("65536"), "{msg}");
 }
+
+/// Shutdown under either policy racing checks and forces from other
+/// threads: every operation leaves exactly once, and every waiter gets the
+/// outcome its operation reports.
+#[test]
+fn shutdown_racing_checks_and_forces_resolves_every_waiter_once() {
+    const OPS: usize = 200;
+    for policy in [ShutdownPolicy::Drop, ShutdownPolicy::Expire] {
+        let p: Arc<Purgatory<Key, MockOp>> = Arc::new(
+            Purgatory::builder("shutdown-race")
+                .clock(ManualClock::new())
+                .reaper(false)
+                .shutdown_policy(policy)
+                .build()
+                .unwrap(),
+        );
+        let ops: Arc<Vec<Operation<MockOp>>> = Arc::new((0..OPS).map(|_| op(60_000)).collect());
+        let completions: Vec<Completion> = ops.iter().map(Operation::completion).collect();
+        for (i, o) in ops.iter().enumerate() {
+            p.try_complete_else_watch(o.clone(), [key(&format!("k{}", i % 4))])
+                .unwrap();
+        }
+        let go = Arc::new(Barrier::new(3));
+        let racers: Vec<_> = (0..2)
+            .map(|role| {
+                let (p, ops, go) = (p.clone(), ops.clone(), go.clone());
+                thread::spawn(move || {
+                    go.wait();
+                    for (i, o) in ops.iter().enumerate().filter(|(i, _)| i % 2 == role) {
+                        if role == 0 {
+                            o.set_completable();
+                            p.check_and_complete(&key(&format!("k{}", i % 4)));
+                        } else {
+                            o.force_complete();
+                        }
+                    }
+                })
+            })
+            .collect();
+        go.wait();
+        let returned = p.shutdown().len();
+        for r in racers {
+            r.join().unwrap();
+        }
+        let shut_out = match policy {
+            ShutdownPolicy::Drop => Outcome::Cancelled,
+            _ => Outcome::Expired,
+        };
+        let mut ended_by_shutdown = 0;
+        for (o, c) in ops.iter().zip(completions) {
+            o.assert_sound();
+            let awaited = block_on(c);
+            let outcome = o.outcome().expect("every operation left");
+            if awaited == shut_out {
+                ended_by_shutdown += 1;
+            }
+            match (awaited, outcome) {
+                // Cancelled at shutdown, forced afterwards by its owner.
+                (Outcome::Cancelled, Outcome::Completed) => assert_eq!(o.completions(), 1),
+                _ => assert_eq!(awaited, outcome),
+            }
+            assert_eq!(o.completions(), usize::from(outcome != Outcome::Cancelled));
+        }
+        assert_eq!(ended_by_shutdown, returned, "{policy:?}");
+        assert_eq!((p.watched(), p.delayed()), (0, 0));
+    }
+}
