@@ -10,9 +10,45 @@ use crate::builder::ShutdownPolicy;
 use crate::operation::{DelayedOperation, Operation};
 use crate::purgatory::Purgatory;
 use crate::release::{self, let_go};
+use crate::stats::PurgatoryStats;
 use crate::watch::{KeyHasher, WatchKey};
 
 impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
+    /// A snapshot of the purgatory's gauges and counts: O(1) (sums of a
+    /// few per-thread counters, at most 64 each) and lock-free. With the
+    /// `metrics` feature it also sets the published gauges.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use purgatory::{DelayedOperation, ManualClock, Operation, Purgatory};
+    ///
+    /// struct Ack(bool);
+    /// impl DelayedOperation for Ack {
+    ///     fn timeout(&self) -> Duration { Duration::from_millis(50) }
+    ///     fn try_complete(&self) -> bool { self.0 }
+    ///     fn on_complete(&self) {}
+    /// }
+    ///
+    /// let clock = ManualClock::new();
+    /// let purgatory = Purgatory::builder("produce")
+    ///     .clock(clock.clone())
+    ///     .reaper(false)
+    ///     .build::<&str, Ack>()
+    ///     .unwrap();
+    /// purgatory.try_complete_else_watch(Ack(true), ["p0"]).unwrap();
+    /// purgatory.try_complete_else_watch(Ack(false), ["p0", "p1"]).unwrap();
+    /// let stats = purgatory.stats();
+    /// assert_eq!((stats.watched, stats.delayed, stats.completed), (2, 1, 1));
+    ///
+    /// clock.advance(Duration::from_millis(50));
+    /// purgatory.advance_clock(Duration::ZERO);
+    /// let stats = purgatory.stats();
+    /// assert_eq!((stats.watched, stats.delayed, stats.expired), (0, 0, 1));
+    /// ```
+    pub fn stats(&self) -> PurgatoryStats {
+        self.home.stats()
+    }
+
     /// Number of watch-list entries (an operation watched under three keys
     /// counts three times). O(1): a sum of a few per-thread counters (at
     /// most 64), independent of the number of operations. Completed and
