@@ -342,29 +342,39 @@ mod loom_models {
         });
     }
 
+    /// A claimed operation left by `mine` on this thread and by each of
+    /// `others` on a thread of its own, with a waiter: returns its state,
+    /// what the waiter got, and how many decided.
+    fn race(mine: Outcome, others: &[Outcome]) -> (Arc<OpState>, Outcome, usize) {
+        let state = Arc::new(OpState::new());
+        assert!(state.claim());
+        let signal = Arc::new(Signal::new());
+        let wins = Arc::new(AtomicUsize::new(0));
+        let waiter = Completion::waiting(signal.clone());
+        let racers: Vec<_> = others
+            .iter()
+            .map(|&outcome| {
+                let (state, signal, wins) = (state.clone(), signal.clone(), wins.clone());
+                thread::spawn(move || leave(&state, &signal, &wins, outcome))
+            })
+            .collect();
+        leave(&state, &signal, &wins, mine);
+        let got = block_on(waiter);
+        for racer in racers {
+            racer.join().unwrap();
+        }
+        let wins = wins.load(Ordering::SeqCst);
+        (state, got, wins)
+    }
+
     /// Two keys' checks and the timeout race: exactly one decides (so one
     /// `on_complete`), and the waiter gets that one's outcome.
     #[test]
     fn two_checks_and_the_timeout_complete_exactly_once() {
         loom::model(|| {
-            let state = Arc::new(OpState::new());
-            assert!(state.claim());
-            let signal = Arc::new(Signal::new());
-            let wins = Arc::new(AtomicUsize::new(0));
-            let waiter = Completion::waiting(signal.clone());
-            let racers: Vec<_> = [Outcome::Completed, Outcome::Expired]
-                .into_iter()
-                .map(|outcome| {
-                    let (state, signal, wins) = (state.clone(), signal.clone(), wins.clone());
-                    thread::spawn(move || leave(&state, &signal, &wins, outcome))
-                })
-                .collect();
-            leave(&state, &signal, &wins, Outcome::Completed);
-            let got = block_on(waiter);
-            for racer in racers {
-                racer.join().unwrap();
-            }
-            assert_eq!(wins.load(Ordering::SeqCst), 1);
+            let (state, got, wins) =
+                race(Outcome::Completed, &[Outcome::Completed, Outcome::Expired]);
+            assert_eq!(wins, 1);
             assert_eq!(state.outcome(), Some(got));
             assert!(state.is_completed() && !state.is_watched());
         });
@@ -374,21 +384,11 @@ mod loom_models {
     #[test]
     fn cancel_racing_expiry_decides_once() {
         loom::model(|| {
-            let state = Arc::new(OpState::new());
-            assert!(state.claim());
-            let signal = Arc::new(Signal::new());
-            let wins = Arc::new(AtomicUsize::new(0));
-            let waiter = Completion::waiting(signal.clone());
-            let expiry = {
-                let (state, signal, wins) = (state.clone(), signal.clone(), wins.clone());
-                thread::spawn(move || leave(&state, &signal, &wins, Outcome::Expired))
-            };
-            leave(&state, &signal, &wins, Outcome::Cancelled);
-            let got = block_on(waiter);
-            expiry.join().unwrap();
-            assert_eq!(wins.load(Ordering::SeqCst), 1);
+            let (state, got, wins) = race(Outcome::Cancelled, &[Outcome::Expired]);
+            assert_eq!(wins, 1);
             assert_eq!(state.outcome(), Some(got));
             assert_eq!(state.is_completed(), got == Outcome::Expired);
+            assert!(!state.is_watched());
         });
     }
 

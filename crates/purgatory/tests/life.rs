@@ -65,6 +65,28 @@ impl Wake for CountWakes {
 
 fn assert_send_static<T: Send + 'static>(_: &T) {}
 
+/// A new operation watched under `keys`, and its completion asked for
+/// before the watch.
+fn watched(
+    p: &Purgatory<Key, MockOp>,
+    timeout_ms: u64,
+    keys: &[&str],
+) -> (Operation<MockOp>, Completion) {
+    let o = op(timeout_ms);
+    let c = o.completion();
+    assert_eq!(
+        p.try_complete_else_watch(o.clone(), keys.iter().map(|k| key(k))),
+        Ok(false)
+    );
+    (o, c)
+}
+
+/// `c` resolves to `outcome`, and so does every view of `o`.
+fn assert_resolved(o: &Operation<MockOp>, c: Completion, outcome: Outcome) {
+    assert_eq!(block_on(c), outcome);
+    assert_left(o, outcome);
+}
+
 /// Every view of `o` says `outcome`.
 fn assert_left(o: &Operation<MockOp>, outcome: Outcome) {
     assert_eq!(o.outcome(), Some(outcome));
@@ -110,42 +132,27 @@ fn each_way_of_leaving_resolves_with_its_outcome() {
     assert_left(&at_once, Outcome::Completed);
 
     // A force.
-    let forced = op(1_000);
-    let c_forced = forced.completion();
-    p.try_complete_else_watch(forced.clone(), [key("a")])
-        .unwrap();
+    let (forced, c_forced) = watched(&p, 1_000, &["a"]);
     assert!(forced.force_complete());
-    assert_eq!(block_on(c_forced), Outcome::Completed);
-    assert_left(&forced, Outcome::Completed);
+    assert_resolved(&forced, c_forced, Outcome::Completed);
 
     // The timeout.
-    let expired = op(10);
-    let c_expired = expired.completion();
-    p.try_complete_else_watch(expired.clone(), [key("a")])
-        .unwrap();
+    let (expired, c_expired) = watched(&p, 10, &["a"]);
     advance(&p, &clock, 10);
-    assert_eq!(block_on(c_expired), Outcome::Expired);
-    assert_left(&expired, Outcome::Expired);
+    assert_resolved(&expired, c_expired, Outcome::Expired);
     assert!(expired.is_completed() && expired.is_expired());
 
     // `cancel_for_key`.
-    let by_key = op(1_000);
-    let c_by_key = by_key.completion();
-    p.try_complete_else_watch(by_key.clone(), [key("b"), key("c")])
-        .unwrap();
+    let (by_key, c_by_key) = watched(&p, 1_000, &["b", "c"]);
     assert_eq!(p.cancel_for_key(&key("c")).len(), 1);
-    assert_eq!(block_on(c_by_key), Outcome::Cancelled);
-    assert_left(&by_key, Outcome::Cancelled);
+    assert_resolved(&by_key, c_by_key, Outcome::Cancelled);
     assert!(!by_key.is_completed());
 
     // `Purgatory::cancel`.
-    let one = op(1_000);
-    let c_one = one.completion();
-    p.try_complete_else_watch(one.clone(), [key("b")]).unwrap();
+    let (one, c_one) = watched(&p, 1_000, &["b"]);
     assert!(p.cancel(&one));
     assert!(!p.cancel(&one), "true only for the call that cancelled it");
-    assert_eq!(block_on(c_one), Outcome::Cancelled);
-    assert_left(&one, Outcome::Cancelled);
+    assert_resolved(&one, c_one, Outcome::Cancelled);
     assert_eq!(one.completions(), 0, "no callback");
 
     // Nothing left; counts by outcome.
