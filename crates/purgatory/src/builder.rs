@@ -9,7 +9,7 @@ use timer::{Clock, Reaper, TimerBuilder};
 
 use crate::watch::KeyHasher;
 
-/// What [`Purgatory::shutdown`] (and dropping a purgatory) does with the
+/// What [`Purgatory::shutdown`](crate::Purgatory::shutdown) (and dropping a purgatory) does with the
 /// operations still pending.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ShutdownPolicy {
@@ -23,7 +23,7 @@ pub enum ShutdownPolicy {
     Expire,
 }
 
-/// Configures and builds a [`Purgatory`]; see [`Purgatory::builder`]. `S`
+/// Configures and builds a [`Purgatory`](crate::Purgatory); see [`Purgatory::builder`](crate::Purgatory::builder). `S`
 /// is the key hasher (see [`hasher`](Self::hasher)).
 #[derive(Debug, Clone)]
 pub struct PurgatoryBuilder<S = RandomState> {
@@ -106,7 +106,7 @@ impl<S> PurgatoryBuilder<S> {
     }
 
     /// Whether a reaper thread drives expiry (default `true`). Without it,
-    /// operations expire only when [`Purgatory::advance_clock`] is called:
+    /// operations expire only when [`Purgatory::advance_clock`](crate::Purgatory::advance_clock) is called:
     /// the setting for tests and virtual-time simulations.
     pub fn reaper(mut self, enabled: bool) -> Self {
         self.reaper = enabled;

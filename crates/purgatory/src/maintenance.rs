@@ -133,7 +133,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
     /// still pending by the [`ShutdownPolicy`]. Returns those operations.
     /// Afterwards nothing is watched or armed, and
     /// [`try_complete_else_watch`](Self::try_complete_else_watch) fails with
-    /// [`PurgatoryError::Shutdown`]. Idempotent: later calls return nothing.
+    /// [`PurgatoryError::Shutdown`](crate::PurgatoryError::Shutdown). Idempotent: later calls return nothing.
     /// Dropping the purgatory shuts it down too.
     pub fn shutdown(&self) -> Vec<Operation<Op>> {
         if self.home.mark_shut_down() {

@@ -1,7 +1,7 @@
 //! How an operation leaves the purgatory: the one path every way of leaving
 //! takes (a check, a force, the timeout, a cancel, a shutdown).
 //!
-//! 1. **Decide**, under the operation lock: [`OpState::decide`] picks the
+//! 1. **Decide**, under the operation lock: [`OpState::decide`](crate::outcome::OpState::decide) picks the
 //!    outcome; exactly one caller wins (see [`crate::outcome`]).
 //! 2. **Unlink**, still under the lock ([`Shared::unlink`]): the links are
 //!    emptied (owner, timer handle, memberships, the purgatory's strong
