@@ -377,13 +377,13 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
         let mut released = Vec::new();
         loop {
             cursor = self.index.scan(key, cursor, CHECK_CHUNK, &mut batch);
-            for op in batch.drain(..) {
+            for op in &batch {
                 let (done, token) = op.check(name);
                 completed += usize::from(done);
                 released.extend(token);
-                // No lock held here; the copy may be the last reference.
-                let_go(op);
             }
+            // No lock held here; a copy may be the last reference.
+            release::let_go_all(&mut batch);
             if cursor.is_none() {
                 break;
             }

@@ -80,6 +80,17 @@ pub(crate) fn let_go<T: 'static>(value: T) {
     }
 }
 
+/// [`let_go`] for every value of `values`, keeping the vector's room: one
+/// look at the callback depth, and one panic guard, for the lot.
+pub(crate) fn let_go_all<T: 'static>(values: &mut Vec<T>) {
+    if in_callback() {
+        values.drain(..).for_each(let_go);
+    } else if catch_unwind(AssertUnwindSafe(|| values.clear())).is_err() {
+        // `clear` drops the others even when one `Drop` panics.
+        log::error!("purgatory: an operation's Drop panicked");
+    }
+}
+
 /// Lets go of what calls inside callbacks held back, if this is the
 /// outermost purgatory call on the thread. Every public call that runs
 /// callbacks ends with it, its locks released.
