@@ -24,6 +24,10 @@ pub enum PurgatoryError {
     ZeroReaperPollInterval,
     /// The timer configuration is invalid, or its threads could not start.
     Config(timer::ConfigError),
+    /// The watch-list shard count given to
+    /// [`PurgatoryBuilder::shards`](crate::PurgatoryBuilder::shards) is 0 or
+    /// more than [`PurgatoryBuilder::MAX_SHARDS`](crate::PurgatoryBuilder::MAX_SHARDS).
+    Shards(usize),
 }
 
 impl fmt::Display for PurgatoryError {
@@ -39,6 +43,11 @@ impl fmt::Display for PurgatoryError {
                 f.write_str("the reaper poll interval must not be zero")
             }
             PurgatoryError::Config(e) => write!(f, "invalid timer configuration: {e}"),
+            PurgatoryError::Shards(n) => write!(
+                f,
+                "the shard count must be between 1 and {}, not {n}",
+                crate::PurgatoryBuilder::MAX_SHARDS
+            ),
         }
     }
 }

@@ -1,46 +1,45 @@
-//! The part of a purgatory that a watched operation points back to.
-//!
-//! [`Operation`](crate::Operation) is generic over the operation type only,
-//! not over the key type, so what an operation needs to leave its purgatory
-//! on its own (when force-completed, expired or cancelled) lives here,
-//! without the keys: the timer (to disarm it), the watch index behind a
-//! key-type-erased trait object (to leave its lists), the watched and armed
-//! counters, the queue of released operations whose slots and timer entries
-//! are still to be freed ([`RetireQueue`]), and the name (for logs).
+//! The part of a purgatory that a watched operation points back to, as its
+//! [`Owner`]: what an operation needs to leave on its own (when forced,
+//! expired or cancelled) without the key type: the timer (to disarm it),
+//! the watch index behind the retire queue's [`Unwatch`] trait (to free its
+//! slots), the counters, and the name (for logs).
 //!
 //! Invariants: `watched` equals the number of watch-list entries of every
 //! operation claimed by this purgatory. It is raised by the claimer before
-//! the operation lock is released and lowered by the releaser under that
-//! lock, so it never goes below zero. `armed` equals the number of claimed
-//! operations whose timer handle is stored in their links: raised under the
-//! links' mutex when the handle is stored, lowered by the thread that takes
-//! it out (under the operation lock) right after. It is striped by thread (see
-//! [`StripedCounter`]): the thread watching operations and the one completing
-//! them would otherwise write one cache line for every operation.
+//! the operation lock is released and lowered by the operation's leaving,
+//! under that lock, so it never goes below zero. `armed` equals the number
+//! of claimed operations whose timer handle is stored in their links:
+//! raised under the links' mutex when the handle is stored, lowered by the
+//! leaving that takes it out. Both are striped by thread (see
+//! [`StripedCounter`]): the thread watching operations and the one
+//! completing them would otherwise write one cache line per operation. The
+//! outcome counts only grow.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use timer::Timer;
+use timer::{Timer, TimerHandle};
 
-use crate::operation::{
-    note_deferred, purgatory_holds_a_lock, DeferredDrops, DelayedOperation, ExpiryTask, Shared,
-};
-use crate::retire::{RetireQueue, Retired};
+use crate::members::Members;
+use crate::operation::{DelayedOperation, Owner, Shared};
+use crate::outcome::Outcome;
+use crate::release::ExpiryTask;
+use crate::retire::{RetireQueue, Retired, Unwatch};
+use crate::stats::{Metrics, PurgatoryStats};
 use crate::stripe::StripedCounter;
-use crate::watch::ErasedIndex;
+use crate::sync::{AtomicBool, Ordering};
 
 pub(crate) struct Home<Op: DelayedOperation> {
     pub(crate) name: String,
     pub(crate) timer: Arc<Timer<ExpiryTask<Op>>>,
     /// The purgatory's watch lists, reached without the key type.
-    pub(crate) index: Arc<dyn ErasedIndex<Op>>,
+    index: Arc<dyn Unwatch<Op>>,
     retired: RetireQueue<Op>,
     watched: StripedCounter,
-    /// Operations whose timer handle is stored in their links: raised when
-    /// the handle is stored, lowered when it is taken out (the operation
-    /// completed, expired or was cancelled).
     armed: StripedCounter,
+    completed: StripedCounter,
+    expired: StripedCounter,
+    cancelled: StripedCounter,
+    metrics: Metrics,
     shut_down: AtomicBool,
 }
 
@@ -48,29 +47,35 @@ impl<Op: DelayedOperation> Home<Op> {
     pub(crate) fn new(
         name: String,
         timer: Arc<Timer<ExpiryTask<Op>>>,
-        index: Arc<dyn ErasedIndex<Op>>,
+        index: Arc<dyn Unwatch<Op>>,
     ) -> Self {
         Home {
+            metrics: Metrics::new(&name),
             name,
             timer,
             index,
             retired: RetireQueue::new(),
             watched: StripedCounter::new(),
             armed: StripedCounter::new(),
+            completed: StripedCounter::new(),
+            expired: StripedCounter::new(),
+            cancelled: StripedCounter::new(),
             shut_down: AtomicBool::new(false),
         }
     }
 
-    pub(crate) fn watched(&self) -> usize {
-        self.watched.sum()
+    /// This home as an operation's owner, and its address (for
+    /// `Shared::is_claimed_by`).
+    pub(crate) fn as_owner(self: &Arc<Self>) -> Arc<dyn Owner<Op>> {
+        self.clone()
+    }
+
+    pub(crate) fn addr(self: &Arc<Self>) -> *const () {
+        Arc::as_ptr(self).cast()
     }
 
     pub(crate) fn add_watched(&self, n: usize) {
         self.watched.add(n);
-    }
-
-    pub(crate) fn sub_watched(&self, n: usize) {
-        self.watched.sub(n);
     }
 
     /// Counts an operation whose timer handle was just stored.
@@ -78,63 +83,52 @@ impl<Op: DelayedOperation> Home<Op> {
         self.armed.add(1);
     }
 
-    /// Counts an operation whose timer handle was just taken out.
-    pub(crate) fn sub_armed(&self) {
-        self.armed.sub(1);
-    }
-
-    /// Hands a released operation's slots and timer entry over to be freed
-    /// in a batch (see [`RetireQueue`]).
-    pub(crate) fn retire(self: &Arc<Self>, retired: Retired<Op>) {
-        self.retired
-            .push(retired, &*self.index, &self.timer, &self.name);
-        self.note_if_deferred();
-    }
-
-    /// Frees what this thread has retired and not yet freed.
-    pub(crate) fn free_own_retired(self: &Arc<Self>) {
-        self.retired.free_own(&*self.index, &self.timer, &self.name);
-        self.note_if_deferred();
-    }
-
-    /// Drops `ops` now, or defers them if this thread's purgatory calls
-    /// hold an operation lock (see [`crate::retire`]).
-    pub(crate) fn drop_or_defer(self: &Arc<Self>, ops: Vec<Arc<Shared<Op>>>) {
-        self.retired.drop_or_defer(&self.name, ops);
-        self.note_if_deferred();
-    }
-
-    /// If this thread holds an operation lock and deferred drops here, has
-    /// the release of its outermost lock drop them.
-    fn note_if_deferred(self: &Arc<Self>) {
-        if purgatory_holds_a_lock() && self.retired.has_deferred() {
-            note_deferred(self.clone());
+    /// Counts an operation that left without being claimed (completed by
+    /// the first try of `try_complete_else_watch`).
+    pub(crate) fn count(&self, outcome: Outcome) {
+        match outcome {
+            Outcome::Completed => self.completed.add(1),
+            Outcome::Expired => {
+                self.expired.add(1);
+                self.metrics.expired();
+            }
+            Outcome::Cancelled => self.cancelled.add(1),
         }
     }
 
-    /// Drops up to two completed operations whose slots and timer entries
-    /// are already freed, if any (a watching thread's share; see
-    /// [`crate::retire`]).
-    pub(crate) fn drop_unlinked(&self) {
-        self.retired.drop_unlinked(&self.name);
+    /// Frees what this thread has retired and not yet freed.
+    pub(crate) fn free_own_retired(&self) {
+        self.retired.free_own(&*self.index, &self.timer);
     }
 
-    /// Drops what this thread deferred while it held an operation lock (see
-    /// [`crate::retire`]). Call with no operation lock held.
-    pub(crate) fn drop_deferred(&self) {
-        self.retired.drop_deferred(&self.name);
+    /// Lets go of up to two unlinked operations' memory (a watching
+    /// thread's share; see [`crate::retire`]).
+    pub(crate) fn drop_unlinked(&self) {
+        self.retired.drop_unlinked();
     }
 
     /// Frees everything retired and not yet freed, by any thread; then, if
-    /// `drop_unlinked`, drops every completed operation still held.
-    pub(crate) fn free_all_retired(self: &Arc<Self>, drop_unlinked: bool) {
-        self.retired
-            .free_all(&*self.index, &self.timer, &self.name, drop_unlinked);
-        self.note_if_deferred();
+    /// `let_go`, the memory of every unlinked operation.
+    pub(crate) fn free_all_retired(&self, let_go: bool) {
+        self.retired.free_all(&*self.index, &self.timer, let_go);
     }
 
-    /// Operations with an armed timer (a snapshot while operations are
-    /// armed and released concurrently).
+    pub(crate) fn stats(&self) -> PurgatoryStats {
+        let stats = PurgatoryStats {
+            watched: self.watched.sum(),
+            delayed: self.armed.sum(),
+            completed: self.completed.sum(),
+            expired: self.expired.sum(),
+            cancelled: self.cancelled.sum(),
+        };
+        self.metrics.publish(&stats);
+        stats
+    }
+
+    pub(crate) fn watched(&self) -> usize {
+        self.watched.sum()
+    }
+
     pub(crate) fn delayed(&self) -> usize {
         self.armed.sum()
     }
@@ -149,8 +143,36 @@ impl<Op: DelayedOperation> Home<Op> {
     }
 }
 
-impl<Op: DelayedOperation> DeferredDrops for Home<Op> {
-    fn drop_deferred(&self) {
-        Home::drop_deferred(self);
+impl<Op: DelayedOperation> Owner<Op> for Home<Op> {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn left(
+        &self,
+        op: &Arc<Shared<Op>>,
+        members: Members,
+        timer: Option<TimerHandle>,
+        armed: bool,
+        outcome: Outcome,
+    ) {
+        if armed {
+            self.armed.sub(1);
+        }
+        if !members.is_empty() {
+            self.watched.sub(members.len());
+        }
+        self.count(outcome);
+        if outcome == Outcome::Expired {
+            log::debug!("purgatory {}: an operation expired", self.name);
+        }
+        if !members.is_empty() || timer.is_some() {
+            let retired = Retired {
+                op: Arc::downgrade(op),
+                members,
+                timer,
+            };
+            self.retired.push(retired, &*self.index, &self.timer);
+        }
     }
 }

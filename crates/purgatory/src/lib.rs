@@ -18,33 +18,50 @@
 //!   `on_expiration` runs only when the timeout completed it, after
 //!   `on_complete`. The callbacks and `try_complete` always run under the
 //!   operation's (reentrant) lock, so never concurrently with each other.
-//! * A completed or cancelled operation stops being counted at once
-//!   ([`Purgatory::watched`] and [`Purgatory::delayed`] are O(1) and count
-//!   only pending operations), and leaves every watch list and the timer in
-//!   O(1) per key, batched: its slots are freed with the next 63 released
-//!   on the same thread stripe, one lock hold per shard and 16 slots. Its
-//!   memory is then freed two at a time by the calls that watch new
-//!   operations, so it returns to the allocator on a thread that allocates.
-//!   So a bounded number of completed operations stay allocated (at most 63
-//!   per stripe and 512 more, whatever the keys, plus what calls in
-//!   progress hold back; the last ones until the next watch or
-//!   [`Purgatory::purge`]), and no sweep over every list is ever needed.
-//!   The purgatory never drops an operation while it holds an operation
-//!   lock. `cancel_for_key` removes the operations it returns from
-//!   their other keys' lists too.
+//! * **The life of an operation.** It leaves the purgatory in exactly one
+//!   way per stay, and [`Operation::outcome`] says which ([`Outcome`]):
+//!   `Completed` (a check, a try, a force), `Expired` (its timeout, or a
+//!   shutdown with [`ShutdownPolicy::Expire`]) or `Cancelled`
+//!   ([`Purgatory::cancel`], [`Purgatory::cancel_for_key`], a shutdown with
+//!   [`ShutdownPolicy::Drop`]; no callback runs). [`Operation::completion`]
+//!   is a future of that outcome that works on any executor (this crate
+//!   depends on no async runtime), [`Operation::wait_timeout`] blocks a
+//!   thread on it. Waiters are woken by the call that ended the operation,
+//!   before it returns, after the callbacks ran.
+//! * **Prompt release.** When the call that completed or cancelled an
+//!   operation returns (for an expiry: once the timer's pass that ran it
+//!   has; for a call made from inside a callback: when the outermost
+//!   purgatory call on that thread returns), the purgatory holds no
+//!   reference to it: its `Drop` runs then if the caller kept no handle,
+//!   never while a purgatory lock or an operation lock is held (see
+//!   [`DelayedOperation`]). Its watch-list slots and timer entry, which
+//!   point at it weakly, are freed in small per-thread batches (64 per
+//!   stripe, one lock hold per shard and 16 slots), and its memory goes
+//!   back mostly on threads that watch new operations; no sweep over every
+//!   list is ever needed (see [`Purgatory::purge`]).
+//! * A completed or cancelled operation stops being counted at once:
+//!   [`Purgatory::stats`] (Kafka's `PurgatorySize` and
+//!   `NumDelayedOperations`, and counts of each outcome), [`Purgatory::watched`]
+//!   and [`Purgatory::delayed`] are O(1), lock-free reads. With the `metrics`
+//!   cargo feature they are published through the `metrics` facade.
 //! * No user callback runs while a purgatory lock is held, so callbacks may
-//!   call back into the purgatory. Panics in callbacks are caught at the
+//!   call back into the purgatory. Panics in callbacks (and in an
+//!   operation's `Drop` when the purgatory lets go of it) are caught at the
 //!   purgatory boundary and logged (`log::error!`); a panicking
 //!   `try_complete` counts as "not complete", a panicking `on_complete`
-//!   still leaves the operation completed and unwatched.
+//!   still leaves the operation completed and unwatched. A key whose `Hash`
+//!   or `Eq` panics leaves no partial watch; that panic reaches the caller.
 //! * Watch lists are sharded: unrelated keys do not contend.
 //! * Shutdown handles pending operations by an explicit [`ShutdownPolicy`].
+//! * Bad configuration (a shard count of 0 or above
+//!   [`PurgatoryBuilder::MAX_SHARDS`], a zero tick, a zero reaper poll) is
+//!   an error value from [`PurgatoryBuilder::build`], never a panic.
 //!
 //! Differences from Kafka, by design: completion removes operations from
 //! every list in small bounded batches instead of a periodic purge that
 //! sweeps every list once about 1,000 completed operations linger;
-//! `cancel_for_key` also
-//! removes the operations from their other keys; `try_complete_else_watch`
+//! `cancel_for_key` also removes the operations from their other keys, and
+//! [`Purgatory::cancel`] cancels one operation; `try_complete_else_watch`
 //! rejects an operation that is already watched or completed
 //! ([`PurgatoryError::AlreadyWatched`], [`PurgatoryError::AlreadyCompleted`]).
 //!
@@ -119,23 +136,82 @@
 //! assert_eq!(late.expired.load(Ordering::Relaxed), 1);
 //! assert_eq!(purgatory.watched(), 0);
 //! ```
+//!
+//! # Awaiting an operation
+//!
+//! A request handler that watches an operation can await its outcome on
+//! any executor; here a minimal one, a thread parking between polls.
+//!
+//! ```
+//! use std::future::Future;
+//! use std::sync::atomic::{AtomicBool, Ordering};
+//! use std::sync::Arc;
+//! use std::task::{Context, Poll, Wake, Waker};
+//! use std::time::Duration;
+//! use purgatory::{DelayedOperation, Operation, Outcome, Purgatory};
+//!
+//! struct Produce(AtomicBool);
+//! impl DelayedOperation for Produce {
+//!     fn timeout(&self) -> Duration { Duration::from_secs(30) }
+//!     fn try_complete(&self) -> bool { self.0.load(Ordering::Acquire) }
+//!     fn on_complete(&self) {}
+//! }
+//!
+//! struct Unpark(std::thread::Thread);
+//! impl Wake for Unpark {
+//!     fn wake(self: Arc<Self>) { self.0.unpark() }
+//! }
+//! fn block_on<F: Future>(f: F) -> F::Output {
+//!     let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+//!     let mut f = std::pin::pin!(f);
+//!     loop {
+//!         if let Poll::Ready(out) = f.as_mut().poll(&mut Context::from_waker(&waker)) {
+//!             return out;
+//!         }
+//!         std::thread::park();
+//!     }
+//! }
+//!
+//! let purgatory = Arc::new(
+//!     Purgatory::builder("produce").reaper(false).build::<&str, Produce>().unwrap(),
+//! );
+//! let op = Operation::new(Produce(AtomicBool::new(false)));
+//! let done = op.completion(); // owned: Send + 'static
+//! purgatory.try_complete_else_watch(op.clone(), ["p0"]).unwrap();
+//!
+//! let handler = std::thread::spawn(move || block_on(done));
+//! op.0.store(true, Ordering::Release); // the followers caught up
+//! purgatory.check_and_complete(&"p0");
+//! assert_eq!(handler.join().unwrap(), Outcome::Completed);
+//! assert_eq!(op.outcome(), Some(Outcome::Completed));
+//! ```
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 #![forbid(unsafe_code)]
 
+mod builder;
 mod error;
 mod home;
+mod maintenance;
+mod members;
 mod operation;
+mod outcome;
 mod purgatory;
+mod release;
 mod retire;
+mod stats;
 mod stripe;
+mod sync;
 mod watch;
 
+pub use crate::builder::{PurgatoryBuilder, ShutdownPolicy};
 pub use crate::error::PurgatoryError;
 pub use crate::operation::{
     new_operation_lock, DelayedOperation, Operation, OperationGuard, OperationLock,
 };
+pub use crate::outcome::{Completion, Outcome};
+pub use crate::purgatory::Purgatory;
 #[doc(hidden)]
 pub use crate::purgatory::Unchosen;
-pub use crate::purgatory::{Purgatory, PurgatoryBuilder, ShutdownPolicy};
+pub use crate::stats::PurgatoryStats;
 pub use crate::watch::{KeyHasher, WatchKey};
 pub use timer::{Clock, ConfigError, ManualClock, SystemClock};

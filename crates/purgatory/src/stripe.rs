@@ -8,7 +8,7 @@
 //! `sub`, whichever stripes they landed on; a single stripe may go negative
 //! (one thread counts an operation in, another counts it out).
 
-use std::sync::atomic::{AtomicIsize, Ordering};
+use crate::sync::{AtomicIsize, Ordering};
 
 use crossbeam_utils::CachePadded;
 use timer::internal::thread_index;

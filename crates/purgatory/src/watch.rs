@@ -30,16 +30,15 @@
 //! * `keys` counts the lists in the key tables.
 
 use std::hash::{BuildHasher, Hash};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use crossbeam_utils::CachePadded;
 use hashbrown::hash_table::HashTable;
-use parking_lot::Mutex;
-use timer::internal::lock_spinning;
 
+use crate::members::Membership;
 use crate::operation::{DelayedOperation, Shared};
-use crate::retire::Retired;
+use crate::retire::{Retired, Unwatch};
+use crate::sync::{lock_spinning, AtomicUsize, Mutex, Ordering};
 
 /// What a key must be: compared, hashed, shared between threads and
 /// printable in logs. Implemented for every such type. (`Clone` is not used
@@ -56,71 +55,16 @@ pub trait KeyHasher: BuildHasher + Send + Sync + 'static {}
 
 impl<T: BuildHasher + Send + Sync + 'static> KeyHasher for T {}
 
-/// One operation's place in one watch list.
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Membership {
-    shard: u32,
-    list: u32,
-    slot: u32,
-}
-
-/// How many memberships an operation keeps without allocating.
-const INLINE_MEMBERS: usize = 4;
-
-/// An operation's memberships: inline for the first few keys (so the common
-/// case costs no allocation beyond the operation itself), spilling to a
-/// vector for more.
-#[derive(Debug, Default)]
-pub(crate) struct Members {
-    inline: [Membership; INLINE_MEMBERS],
-    len: usize,
-    spill: Vec<Membership>,
-}
-
-impl Members {
-    pub(crate) fn new() -> Self {
-        Self::default()
-    }
-
-    pub(crate) fn push(&mut self, m: Membership) {
-        if self.len < INLINE_MEMBERS {
-            self.inline[self.len] = m;
-        } else {
-            self.spill.push(m);
-        }
-        self.len += 1;
-    }
-
-    pub(crate) fn len(&self) -> usize {
-        self.len
-    }
-
-    pub(crate) fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    fn iter(&self) -> impl Iterator<Item = Membership> + '_ {
-        self.inline[..self.len.min(INLINE_MEMBERS)]
-            .iter()
-            .chain(&self.spill)
-            .copied()
-    }
-}
-
-/// The watch index with its key type erased, as seen from an operation
-/// (whose type does not name the key type).
-pub(crate) trait ErasedIndex<Op: DelayedOperation>: Send + Sync {
-    /// Frees the slots of every retired operation in `batch` (each occupies
-    /// every slot of its memberships), locking each shard once.
-    fn unwatch_batch(&self, batch: &[Retired<Op>]);
-}
-
 /// No free slot.
 const NIL: u32 = u32::MAX;
 
 enum Slot<Op: DelayedOperation> {
-    Occupied(Arc<Shared<Op>>),
-    Vacant { next_free: u32 },
+    /// Weak: the purgatory's strong reference is the operation's own (see
+    /// the `release` module).
+    Occupied(Weak<Shared<Op>>),
+    Vacant {
+        next_free: u32,
+    },
 }
 
 /// The entries of one list.
@@ -139,7 +83,7 @@ impl<Op: DelayedOperation> Slab<Op> {
         }
     }
 
-    fn insert(&mut self, op: Arc<Shared<Op>>) -> u32 {
+    fn insert(&mut self, op: Weak<Shared<Op>>) -> u32 {
         self.live += 1;
         if self.free != NIL {
             let slot = self.free;
@@ -163,12 +107,12 @@ impl<Op: DelayedOperation> Slab<Op> {
         }
     }
 
-    /// Frees `slot` if `op` occupies it, returning the entry's `Arc` so that
-    /// the caller can drop it after unlocking.
-    fn remove(&mut self, slot: u32, op: &Shared<Op>) -> Option<Arc<Shared<Op>>> {
+    /// Frees `slot` if `op` occupies it, returning the entry's reference so
+    /// that the caller can drop it after unlocking.
+    fn remove(&mut self, slot: u32, op: *const Shared<Op>) -> Option<Weak<Shared<Op>>> {
         let entry = self.slots.get_mut(slot as usize)?;
         match entry {
-            Slot::Occupied(o) if std::ptr::eq(Arc::as_ptr(o), op) => {}
+            Slot::Occupied(o) if std::ptr::eq(o.as_ptr(), op) => {}
             _ => return None,
         }
         let old = std::mem::replace(
@@ -185,10 +129,12 @@ impl<Op: DelayedOperation> Slab<Op> {
         }
     }
 
+    /// Copies every entry still alive (those whose operation nobody holds
+    /// any more have left and are skipped).
     fn copy_all(&self, out: &mut Vec<Arc<Shared<Op>>>) {
         out.reserve(self.live);
         out.extend(self.slots.iter().filter_map(|s| match s {
-            Slot::Occupied(op) => Some(op.clone()),
+            Slot::Occupied(op) => op.upgrade(),
             Slot::Vacant { .. } => None,
         }));
     }
@@ -375,7 +321,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: BuildHasher> WatchIndex<K, Op, S> {
                 shard.create(key, hash)
             }
         };
-        let slot = shard.list_mut(list).slab.insert(op.clone());
+        let slot = shard.list_mut(list).slab.insert(Arc::downgrade(op));
         Some(Membership {
             shard: shard_ix as u32,
             list,
@@ -383,7 +329,9 @@ impl<K: WatchKey, Op: DelayedOperation, S: BuildHasher> WatchIndex<K, Op, S> {
         })
     }
 
-    /// Copies up to `max` pending operations of `key`'s list into `out`,
+    /// Copies up to `max` live operations of `key`'s list into `out` (the
+    /// pending ones, and maybe a few that have left but whose slots are not
+    /// freed yet: the caller re-checks each under its lock),
     /// starting where `cursor` stands (a fresh scan when `None`). Returns the
     /// cursor to continue from, or `None` when the list is done (or gone).
     pub(crate) fn scan(
@@ -432,22 +380,23 @@ impl<K: WatchKey, Op: DelayedOperation, S: BuildHasher> WatchIndex<K, Op, S> {
             }
             let window = &slots[i..slots.len().min(i + room.min(64))];
             // Two passes, so the shard lock is held briefly. The first only
-            // reads each occupant's state: independent loads, whose cache
-            // misses the CPU overlaps (the operations were last touched long
-            // ago, often on another core). The second clones the pending
-            // ones, and each clone (an atomic read-modify-write, which waits
-            // for its cache line before the next can start) finds its line
-            // in cache.
-            let mut pending = 0u64;
+            // reads each occupant's reference count: independent loads,
+            // whose cache misses the CPU overlaps (the operations were last
+            // touched long ago, often on another core). The second takes a
+            // reference to the live ones, and each (an atomic
+            // read-modify-write, which waits for its cache line before the
+            // next can start) finds its line in cache. A reference taken
+            // here is never let go under the lock: it may be the last.
+            let mut live = 0u64;
             for (j, slot) in window.iter().enumerate() {
-                if matches!(slot, Slot::Occupied(op) if op.is_pending()) {
-                    pending |= 1 << j;
+                if matches!(slot, Slot::Occupied(op) if op.strong_count() > 0) {
+                    live |= 1 << j;
                 }
             }
             for (j, slot) in window.iter().enumerate() {
                 if let Slot::Occupied(op) = slot {
-                    if pending & (1 << j) != 0 {
-                        out.push(op.clone());
+                    if live & (1 << j) != 0 {
+                        out.extend(op.upgrade());
                     }
                 }
             }
@@ -500,15 +449,15 @@ impl<K: WatchKey, Op: DelayedOperation, S: BuildHasher> WatchIndex<K, Op, S> {
     }
 }
 
-impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> ErasedIndex<Op> for WatchIndex<K, Op, S> {
+impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Unwatch<Op> for WatchIndex<K, Op, S> {
     fn unwatch_batch(&self, batch: &[Retired<Op>]) {
         // Every slot to free with its occupant. Sized up front: a flattening
         // iterator gives no useful size hint, and growing the vector step by
         // step cost more than filling it.
-        let mut slots: Vec<(Membership, &Shared<Op>)> =
+        let mut slots: Vec<(Membership, *const Shared<Op>)> =
             Vec::with_capacity(batch.iter().map(|r| r.members.len()).sum());
         for r in batch {
-            slots.extend(r.members.iter().map(|m| (m, &*r.op)));
+            slots.extend(r.members.iter().map(|m| (m, r.op.as_ptr())));
         }
         // The slots' references, dropped once every lock is released (never
         // the last ones: `batch` holds one per operation).
@@ -556,7 +505,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> ErasedIndex<Op> for WatchI
 }
 
 /// How many distinct shards a retired batch may touch before
-/// [`ErasedIndex::unwatch_batch`] sorts it by shard instead of scanning it
+/// [`Unwatch::unwatch_batch`] sorts it by shard instead of scanning it
 /// once per shard.
 const FEW_SHARDS: usize = 8;
 
@@ -567,8 +516,8 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> WatchIndex<K, Op, S> {
     fn unwatch_run(
         &self,
         shard_ix: u32,
-        run: &[(Membership, &Shared<Op>)],
-        removed: &mut Vec<Arc<Shared<Op>>>,
+        run: &[(Membership, *const Shared<Op>)],
+        removed: &mut Vec<Weak<Shared<Op>>>,
     ) {
         for chunk in run.chunks(UNWATCH_CHUNK) {
             let mut shard = lock_spinning(&self.shards[shard_ix as usize]);
@@ -596,7 +545,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> WatchIndex<K, Op, S> {
     }
 }
 
-/// How many slots [`ErasedIndex::unwatch_batch`] frees per hold of a shard
+/// How many slots [`Unwatch::unwatch_batch`] frees per hold of a shard
 /// lock. The watching threads take the same few hot shards' locks for every
 /// operation they watch, and wait for them by spinning a few microseconds
 /// ([`lock_spinning`]) before blocking; shorter holds keep the wait within
@@ -606,6 +555,7 @@ const UNWATCH_CHUNK: usize = 16;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::members::Members;
     use crate::operation::Operation;
     use std::collections::hash_map::RandomState;
     use std::time::Duration;
@@ -641,7 +591,7 @@ mod tests {
         let mut members = Members::new();
         members.push(m);
         index.unwatch_batch(&[Retired {
-            op: op.clone(),
+            op: Arc::downgrade(op),
             members,
             timer: None,
         }]);
@@ -723,15 +673,16 @@ mod tests {
         ];
         for keys_used in [2, KEYS.len()] {
             let index = WatchIndex::<&str, Nop, _>::new(64, RandomState::new());
+            let ops: Vec<_> = (0..64).map(|_| op()).collect();
             let batch: Vec<Retired<Nop>> = (0..64)
                 .map(|i| {
-                    let o = op();
+                    let o = &ops[i];
                     let mut members = Members::new();
                     for j in 0..3 {
-                        members.push(watch(&index, KEYS[(i + j) % keys_used], &o));
+                        members.push(watch(&index, KEYS[(i + j) % keys_used], o));
                     }
                     Retired {
-                        op: o,
+                        op: Arc::downgrade(o),
                         members,
                         timer: None,
                     }
@@ -746,7 +697,8 @@ mod tests {
             index.unwatch_batch(&batch);
             assert_eq!(index.keys(), 0);
             assert!(KEYS.iter().all(|k| index.len_of(k) == 0));
-            assert!(batch.iter().all(|r| Arc::strong_count(&r.op) == 1));
+            // Only the batch's weak references remain.
+            assert!(batch.iter().all(|r| r.op.weak_count() == 1));
         }
     }
 

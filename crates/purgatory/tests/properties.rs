@@ -61,8 +61,10 @@ fn step() -> impl Strategy<Value = Step> {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
-    /// Not watched and not completed (never watched, or cancelled).
+    /// Never watched.
     Idle,
+    /// Cancelled (by `cancel_for_key`); may be watched again or forced.
+    Cancelled,
     Pending,
     Completed {
         expired: bool,
@@ -118,11 +120,11 @@ impl World {
         let want = match m.state {
             State::Completed { .. } => Err(PurgatoryError::AlreadyCompleted),
             State::Pending => Err(PurgatoryError::AlreadyWatched),
-            State::Idle if m.ready => {
+            State::Idle | State::Cancelled if m.ready => {
                 m.state = State::Completed { expired: false };
                 Ok(true)
             }
-            State::Idle => {
+            State::Idle | State::Cancelled => {
                 m.state = State::Pending;
                 m.keys = keys;
                 m.deadline = self.now + timeout;
@@ -184,7 +186,7 @@ impl World {
                 let mut want = Vec::new();
                 for (i, m) in self.models.iter_mut().enumerate() {
                     if m.watched_under(k) {
-                        m.state = State::Idle;
+                        m.state = State::Cancelled;
                         want.push(i);
                     }
                 }
@@ -236,6 +238,13 @@ impl World {
                 "operation {i} watched"
             );
             assert_eq!(o.completions(), usize::from(completed), "operation {i}");
+            let outcome = match m.state {
+                State::Idle | State::Pending => None,
+                State::Cancelled => Some(purgatory::Outcome::Cancelled),
+                State::Completed { expired: false } => Some(purgatory::Outcome::Completed),
+                State::Completed { expired: true } => Some(purgatory::Outcome::Expired),
+            };
+            assert_eq!(o.outcome(), outcome, "operation {i} outcome");
             assert_eq!(o.expirations(), usize::from(expired), "operation {i}");
         }
         let pending = self.models.iter().filter(|m| m.state == State::Pending);

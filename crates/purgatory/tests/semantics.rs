@@ -491,80 +491,97 @@ fn complete_elsewhere(ops: Vec<Operation<DropTracked>>) -> std::thread::ThreadId
     .unwrap()
 }
 
-/// Operations completed on one thread are freed by the threads that watch
-/// operations, two per watch: so memory goes back to the allocator on the
-/// thread that allocated it (glibc's malloc otherwise takes the allocating
-/// arena's lock for every cross-thread free).
+/// The prompt-release rule: an operation completed on one thread (its
+/// handle dropped there) is dropped by that thread's call, before it
+/// returns, with no later call to the purgatory; counting and purging run
+/// no `Drop` code, as there is none left to run.
 #[test]
-fn completed_operations_are_dropped_by_the_next_watching_thread() {
+fn completed_operations_are_dropped_by_the_call_that_completed_them() {
     const BATCH: usize = 64; // the purgatory's retire batch
-    let (p, dropped_on, ops) = watched_tracked(2 * BATCH, false);
-    complete_elsewhere(ops);
-    // Counting frees the slots but leaves the dropping to watchers (so a
-    // metrics thread does not run `Drop` code); `purge` drops them.
-    assert_eq!((p.watched(), p.delayed(), p.watched_keys()), (0, 0, 0));
-    assert!(dropped_on.lock().unwrap().is_empty());
-    p.purge();
-    assert_eq!(dropped_on.lock().unwrap().len(), 2 * BATCH);
-
-    let (p, dropped_on, ops) = watched_tracked(2 * BATCH, false);
-    complete_elsewhere(ops);
-    assert_eq!((p.watched(), p.delayed()), (0, 0));
-    assert!(
-        dropped_on.lock().unwrap().is_empty(),
-        "the completing thread unlinks them but does not drop them"
-    );
-    let me = std::thread::current().id();
-    for watches in 1..=BATCH {
-        let o = Operation::new(DropTracked {
-            dropped_on: Arc::new(Mutex::new(Vec::new())),
-            panic_on_drop: false,
-        });
-        p.try_complete_else_watch(o, [key("other")]).unwrap();
-        let dropped = dropped_on.lock().unwrap().clone();
-        assert_eq!(dropped.len(), 2 * watches);
-        assert!(dropped.iter().all(|&t| t == me), "dropped by the watcher");
-    }
-}
-
-/// With nobody watching, at most 512 operations (8 batches) wait to be
-/// dropped; the completing thread drops the rest at once, and `purge`
-/// drops everything.
-#[test]
-fn unlinked_operations_waiting_to_be_dropped_are_bounded() {
-    const BATCH: usize = 64; // the purgatory's retire batch
-    const QUEUED: usize = 8; // the purgatory's unlinked batches
-    let (p, dropped_on, ops) = watched_tracked((QUEUED + 3) * BATCH, false);
+    let (p, dropped_on, ops) = watched_tracked(2 * BATCH + 10, false);
     let completer = complete_elsewhere(ops);
     {
         let dropped = dropped_on.lock().unwrap();
-        assert_eq!(dropped.len(), 3 * BATCH);
+        assert_eq!(dropped.len(), 2 * BATCH + 10);
         assert!(dropped.iter().all(|&t| t == completer));
     }
+    assert_eq!((p.watched(), p.delayed()), (0, 0));
+    assert_eq!((p.watched_on(&key("k")), p.watched_keys()), (0, 0));
     p.purge();
-    assert_eq!(dropped_on.lock().unwrap().len(), (QUEUED + 3) * BATCH);
-    assert_eq!((p.watched(), p.delayed(), p.watched_keys()), (0, 0, 0));
+    assert_eq!(dropped_on.lock().unwrap().len(), 2 * BATCH + 10);
 }
 
-/// A panicking `Drop` of a completed operation is caught where the
-/// purgatory drops it (a watch, a purge), and the other operations dropped
-/// with it are still dropped.
+/// Operations the purgatory alone holds are dropped by the reaper pass
+/// that expires them (on the timer's thread, before `advance_clock`
+/// returns), and a panicking `Drop` there is caught and logged: the other
+/// operations are still dropped and expiry goes on working.
 #[test]
-fn panicking_drop_of_a_completed_operation_is_contained() {
+fn expired_operations_are_dropped_by_the_pass_and_a_panicking_drop_is_contained() {
     init_log();
-    let (p, dropped_on, ops) = watched_tracked(64, true);
-    complete_elsewhere(ops);
-    let o = Operation::new(DropTracked {
+    let clock = ManualClock::new();
+    let p: Purgatory<Key, DropTracked> = Purgatory::builder("expiry-drops")
+        .clock(clock.clone())
+        .reaper(false)
+        .build()
+        .unwrap();
+    let dropped_on = Arc::new(Mutex::new(Vec::new()));
+    for i in 0..100 {
+        let o = DropTracked {
+            dropped_on: dropped_on.clone(),
+            panic_on_drop: i % 10 == 0,
+        };
+        assert_eq!(p.try_complete_else_watch(o, [key("k")]), Ok(false));
+    }
+    assert!(dropped_on.lock().unwrap().is_empty());
+    clock.advance(Duration::from_secs(30));
+    p.advance_clock(Duration::ZERO);
+    let me = std::thread::current().id();
+    {
+        let dropped = dropped_on.lock().unwrap();
+        assert_eq!(dropped.len(), 100);
+        assert!(
+            dropped.iter().all(|&t| t != me),
+            "dropped on the timer's thread"
+        );
+    }
+    assert_eq!(p.stats().expired, 100);
+    let late = Operation::new(DropTracked {
         dropped_on: Arc::new(Mutex::new(Vec::new())),
         panic_on_drop: false,
     });
-    assert_eq!(p.try_complete_else_watch(o.clone(), [key("k")]), Ok(false));
-    assert_eq!(dropped_on.lock().unwrap().len(), 2, "both drops ran");
-    p.purge();
-    assert_eq!(dropped_on.lock().unwrap().len(), 64, "every drop ran");
+    p.try_complete_else_watch(late.clone(), [key("k")]).unwrap();
+    clock.advance(Duration::from_secs(30));
+    p.advance_clock(Duration::ZERO);
+    assert!(late.is_expired());
+}
+
+/// A cancel lets go of operations whose `Drop` panics without unwinding
+/// into the caller; the handles it returns are the caller's to drop.
+#[test]
+fn panicking_drop_of_a_cancelled_operation_is_contained() {
+    init_log();
+    let (p, dropped_on, ops) = watched_tracked(64, true);
+    let o = ops[0].clone();
+    drop(ops);
+    // Cancelled alone: the purgatory lets go, `o` still holds it.
+    assert!(p.cancel(&o));
+    assert!(dropped_on.lock().unwrap().is_empty());
+    // A check tries none (none is pending under `k` but 63, which it
+    // copies and lets go of: not the last references).
     assert_eq!(p.check_and_complete(&key("k")), 0);
-    assert!(o.force_complete());
+    assert!(dropped_on.lock().unwrap().is_empty());
+    let cancelled = p.cancel_for_key(&key("k"));
+    assert_eq!(cancelled.len(), 63);
+    assert!(
+        dropped_on.lock().unwrap().is_empty(),
+        "the caller holds them"
+    );
     assert_eq!((p.watched(), p.delayed()), (0, 0));
+    for o in cancelled.into_iter().chain([o]) {
+        let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(o)));
+        assert!(unwound.is_err());
+    }
+    assert_eq!(dropped_on.lock().unwrap().len(), 64);
 }
 
 /// Shares one lock with its siblings, completes once `ready` (by forcing
@@ -671,29 +688,21 @@ fn force_elsewhere(ops: Vec<Operation<Grouped>>) {
     .unwrap();
 }
 
-/// When the queue of completed operations is full, the operations that do
-/// not fit are dropped by the completing call once it has released the
-/// operation's lock, never under it: by `force_complete` and by
-/// `check_and_complete` alike.
+/// Operations are dropped by the call that completed them once it has
+/// released the operation's lock, never under it: by `force_complete` and
+/// by `check_and_complete` alike, however many there are.
 #[test]
-fn overflowing_drops_never_run_under_an_operation_lock() {
-    const BATCH: usize = 64; // the purgatory's retire batch
-    const QUEUED: usize = 8 * BATCH; // the purgatory's unlinked queue
-    const N: usize = QUEUED + 3 * BATCH;
+fn drops_never_run_under_an_operation_lock() {
+    const N: usize = 1000;
     let f = GroupedFixture::new();
-    // Force-completed on another thread, which then drops its handles:
-    // the queue takes the first 512, the last 3 batches overflow.
+    // Force-completed on another thread, which then drops its handles.
     force_elsewhere(f.watched(N, "k"));
-    assert_eq!(f.counts(), (3 * BATCH, 0), "the overflow");
-    f.p.purge();
     assert_eq!(f.counts(), (N, 0));
     // Completed by one check, the purgatory holding the only references.
     drop(f.watched(N, "k"));
     f.ready.store(true, Ordering::SeqCst);
     assert_eq!(f.p.check_and_complete(&key("k")), N);
-    assert_eq!(f.counts(), (2 * N - QUEUED, 0), "all but the queued ones");
-    f.p.purge();
-    assert_eq!(f.counts(), (2 * N, 0));
+    assert_eq!(f.counts(), (2 * N, 0), "dropped by the check");
 }
 
 /// Kafka's pattern: `try_complete` force-completes its own operation. Each
@@ -735,17 +744,13 @@ impl DelayedOperation for Then {
 }
 
 /// A callback in one purgatory that checks a key of another: what the inner
-/// check defers (it runs under the outer operation's lock) is dropped when
-/// the outer call lets go of that lock, with no later call to the inner
-/// purgatory, and never under the lock.
+/// check completes (it runs under the outer operation's lock) is dropped
+/// when the outer call returns, with no later call to the inner purgatory,
+/// and never under the lock.
 #[test]
-fn drops_deferred_into_another_purgatory_are_dropped_when_the_outer_call_ends() {
-    const QUEUED: usize = 512; // the purgatory's unlinked queue
+fn drops_held_back_in_another_purgatory_are_dropped_when_the_outer_call_ends() {
     let inner = Arc::new(GroupedFixture::new());
-    // Watched first: a watch drops two queued operations.
     drop(inner.watched(128, "k"));
-    force_elsewhere(inner.watched(QUEUED + 64, "filler"));
-    assert_eq!(inner.counts(), (64, 0), "the queue is full");
     inner.ready.store(true, Ordering::SeqCst);
     let outer: Purgatory<Key, Then> = Purgatory::builder("outer")
         .clock(ManualClock::new())
@@ -758,6 +763,7 @@ fn drops_deferred_into_another_purgatory_are_dropped_when_the_outer_call_ends() 
     let o = Operation::with_lock(
         Then(Box::new(move || {
             assert_eq!(checker.p.check_and_complete(&key("k")), 128);
+            assert_eq!(checker.counts(), (0, 0), "held back inside the callback");
         })),
         inner.group.clone(),
     );
@@ -765,21 +771,7 @@ fn drops_deferred_into_another_purgatory_are_dropped_when_the_outer_call_ends() 
         .try_complete_else_watch(o.clone(), [key("a")])
         .unwrap();
     assert!(o.force_complete());
-    assert_eq!(inner.counts(), (64 + 128, 0));
-}
-
-/// `watched_on` and `watched_keys` free retired slots for exact counts but
-/// run no `Drop` code, even when the unlinked queue is full; `purge` does.
-#[test]
-fn counting_runs_no_drop_code_even_when_the_queue_is_full() {
-    let (p, dropped_on, ops) = watched_tracked(512 + 10, false);
-    // 8 batches fill the queue; 10 stay in the completing thread's stripe.
-    complete_elsewhere(ops);
-    assert!(dropped_on.lock().unwrap().is_empty());
-    assert_eq!((p.watched_on(&key("k")), p.watched_keys()), (0, 0));
-    assert!(dropped_on.lock().unwrap().is_empty(), "a count dropped");
-    p.purge();
-    assert_eq!(dropped_on.lock().unwrap().len(), 512 + 10);
+    assert_eq!(inner.counts(), (128, 0));
 }
 
 /// `delayed()` counts armed operations exactly, even when a completed

@@ -1,0 +1,227 @@
+//! The purgatory's counts, housekeeping, clock and shutdown.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use timer::Clock;
+
+use crate::builder::ShutdownPolicy;
+use crate::operation::{DelayedOperation, Operation};
+use crate::purgatory::Purgatory;
+use crate::release::{self, let_go};
+use crate::stats::PurgatoryStats;
+use crate::watch::{KeyHasher, WatchKey};
+
+impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
+    /// A snapshot of the purgatory's gauges and counts: O(1) (sums of a
+    /// few per-thread counters, at most 64 each) and lock-free. With the
+    /// `metrics` feature it also sets the published gauges.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use purgatory::{DelayedOperation, ManualClock, Operation, Purgatory};
+    ///
+    /// struct Ack(bool);
+    /// impl DelayedOperation for Ack {
+    ///     fn timeout(&self) -> Duration { Duration::from_millis(50) }
+    ///     fn try_complete(&self) -> bool { self.0 }
+    ///     fn on_complete(&self) {}
+    /// }
+    ///
+    /// let clock = ManualClock::new();
+    /// let purgatory = Purgatory::builder("produce")
+    ///     .clock(clock.clone())
+    ///     .reaper(false)
+    ///     .build::<&str, Ack>()
+    ///     .unwrap();
+    /// purgatory.try_complete_else_watch(Ack(true), ["p0"]).unwrap();
+    /// purgatory.try_complete_else_watch(Ack(false), ["p0", "p1"]).unwrap();
+    /// let stats = purgatory.stats();
+    /// assert_eq!((stats.watched, stats.delayed, stats.completed), (2, 1, 1));
+    ///
+    /// clock.advance(Duration::from_millis(50));
+    /// purgatory.advance_clock(Duration::ZERO);
+    /// let stats = purgatory.stats();
+    /// assert_eq!((stats.watched, stats.delayed, stats.expired), (0, 0, 1));
+    /// ```
+    pub fn stats(&self) -> PurgatoryStats {
+        self.home.stats()
+    }
+
+    /// Number of watch-list entries (an operation watched under three keys
+    /// counts three times). O(1): a sum of a few per-thread counters (at
+    /// most 64), independent of the number of operations. Completed and
+    /// cancelled operations are never counted, even before their slots are
+    /// freed (see [`purge`](Self::purge)).
+    pub fn watched(&self) -> usize {
+        self.home.watched()
+    }
+
+    /// Number of operations with an armed timer. O(1): a sum of a few
+    /// per-thread counters (at most 64), independent of the number of
+    /// operations. An operation stops being counted as soon as it completes
+    /// or is cancelled, even before its timer entry is removed (see
+    /// [`purge`](Self::purge)).
+    pub fn delayed(&self) -> usize {
+        self.home.delayed()
+    }
+
+    /// Frees now the watch-list slots and timer entries of every operation
+    /// that has left and is not freed yet, and returns the memory of those
+    /// nobody holds any more.
+    ///
+    /// The purgatory lets go of an operation when it leaves (see
+    /// [`DelayedOperation`]: its value is dropped then if nobody else holds
+    /// it), and frees what remains, memory only, by itself in two stages,
+    /// never sweeping its lists as Kafka's purge does:
+    ///
+    /// * Its slots and timer entry, which point at it weakly, are freed in
+    ///   batches of 64 per thread stripe (two stripes per CPU): one lock
+    ///   hold per shard and 16 slots instead of one per key and operation.
+    ///   At most 63 per stripe wait.
+    ///   [`check_and_complete`](Self::check_and_complete),
+    ///   [`cancel`](Self::cancel) and [`cancel_for_key`](Self::cancel_for_key)
+    ///   free what their own thread released before returning.
+    /// * Its memory is then returned by the threads that watch new
+    ///   operations, two per
+    ///   [`try_complete_else_watch`](Self::try_complete_else_watch), so that
+    ///   it goes back to the allocator where it was allocated. At most 512
+    ///   wait.
+    ///
+    /// So a bounded amount of memory lingers, and nothing that a `Drop`
+    /// releases. [`advance_clock`](Self::advance_clock) and shutdown call
+    /// this; [`watched_on`](Self::watched_on) and
+    /// [`watched_keys`](Self::watched_keys) free the slots (for exact
+    /// counts) but leave the memory to watchers.
+    /// Kafka's purge, by contrast, lets about a thousand completed operations
+    /// linger per purgatory in its lists, then sweeps every list, O(all
+    /// watched entries), and runs only on its reaper.
+    pub fn purge(&self) {
+        self.home.free_all_retired(true);
+    }
+
+    /// Number of watch-list entries under `key` (0 for an unknown key).
+    /// Frees retired slots first (see [`purge`](Self::purge)), then takes
+    /// that key's list lock briefly.
+    pub fn watched_on(&self, key: &K) -> usize {
+        self.home.free_all_retired(false);
+        self.index.len_of(key)
+    }
+
+    /// Number of keys with at least one watched operation. Frees retired
+    /// slots first (see [`purge`](Self::purge)).
+    pub fn watched_keys(&self) -> usize {
+        self.home.free_all_retired(false);
+        self.index.keys()
+    }
+
+    /// Drives expiry by hand: waits up to `timeout` (real time) for the next
+    /// timer bucket to come due, expires every operation due by the clock,
+    /// and returns once their expiration callbacks have run. Returns whether
+    /// anything was due. With a [`ManualClock`](timer::ManualClock) and no
+    /// reaper, call it with `Duration::ZERO` after moving the clock.
+    pub fn advance_clock(&self, timeout: Duration) -> bool {
+        let any = self.home.timer.advance_clock(timeout);
+        self.home.timer.wait_for_executor();
+        self.purge();
+        any
+    }
+
+    /// Shuts the purgatory down: stops the reaper, stops the timer (letting
+    /// expirations already under way finish), and handles every operation
+    /// still pending by the [`ShutdownPolicy`]. Returns those operations.
+    /// Afterwards nothing is watched or armed, and
+    /// [`try_complete_else_watch`](Self::try_complete_else_watch) fails with
+    /// [`PurgatoryError::Shutdown`](crate::PurgatoryError::Shutdown). Idempotent: later calls return nothing.
+    /// Dropping the purgatory shuts it down too.
+    pub fn shutdown(&self) -> Vec<Operation<Op>> {
+        if self.home.mark_shut_down() {
+            return Vec::new();
+        }
+        if let Some(reaper) = self.reaper.lock().take() {
+            reaper.stop();
+        }
+        // Pending timer entries are dropped: their operations are all in
+        // watch lists, and are handled from there.
+        drop(self.home.timer.shutdown());
+        // Free the retired slots first, so the drain copies only the pending.
+        self.purge();
+        let mut ops = Vec::new();
+        self.index.drain(&mut ops);
+        let mut pending = Vec::new();
+        let mut released = Vec::new();
+        for op in ops {
+            let token = {
+                let _guard = op.lock();
+                if !op.is_completed() && op.is_claimed_by(self.home.addr()) {
+                    self.apply_shutdown_policy(&op)
+                } else {
+                    None
+                }
+            };
+            match token {
+                Some(token) => {
+                    released.push(token);
+                    pending.push(Operation(op));
+                }
+                None => let_go(op),
+            }
+        }
+        self.purge();
+        for token in released {
+            let_go(token);
+        }
+        release::flush();
+        log::debug!(
+            "purgatory {}: shut down with {} pending operations ({:?} policy)",
+            self.home.name,
+            pending.len(),
+            self.policy
+        );
+        pending
+    }
+
+    /// Whether [`shutdown`](Self::shutdown) has been called.
+    pub fn is_shut_down(&self) -> bool {
+        self.home.is_shut_down()
+    }
+
+    /// The shutdown policy.
+    pub fn shutdown_policy(&self) -> ShutdownPolicy {
+        self.policy
+    }
+
+    /// The purgatory's name (also its timer's, and in its reaper thread's).
+    pub fn name(&self) -> &str {
+        &self.home.name
+    }
+
+    /// The clock timeouts are measured with.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        self.home.timer.clock()
+    }
+}
+
+impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Drop for Purgatory<K, Op, S> {
+    /// Shuts down (see [`Purgatory::shutdown`]); the pending operations are
+    /// handled by the policy and dropped.
+    fn drop(&mut self) {
+        drop(self.shutdown());
+        // Operations released by other threads while `shutdown` ran (a
+        // racing check or expiry) after its last purge.
+        self.purge();
+    }
+}
+
+impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> fmt::Debug for Purgatory<K, Op, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Purgatory")
+            .field("name", &self.home.name)
+            .field("stats", &self.stats())
+            .field("keys", &self.index.keys())
+            .field("shutdown_policy", &self.policy)
+            .field("shut_down", &self.is_shut_down())
+            .finish()
+    }
+}

@@ -1,0 +1,442 @@
+//! How an operation ended, and how whoever holds it learns that.
+//!
+//! Two small protocols, both built on [`crate::sync`] only, so that the loom
+//! tests check them as the purgatory runs them:
+//!
+//! * [`OpState`], the operation's state byte: whether it is watched, and the
+//!   [`Outcome`] of its last stay. [`OpState::decide`] is a single
+//!   compare-and-swap, so whichever of several threads (a check on each of
+//!   its keys, the timeout, a force, a cancel) decides first wins, and
+//!   exactly one does: that one runs `on_complete`.
+//! * [`Signal`], the waiters of one stay: an outcome cell and a list of
+//!   wakers behind a mutex. [`Signal::resolve`] stores the outcome and then
+//!   takes the list; [`Signal::poll`] takes the list's lock and then reads
+//!   the outcome. So a waiter either reads the outcome or is in the list the
+//!   resolver wakes: no wake-up is lost. An operation allocates a signal
+//!   only when someone asks for its [`Completion`]; nobody awaiting costs
+//!   one empty pointer.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::{Duration, Instant};
+
+use crate::sync::{AtomicU8, Mutex, Ordering};
+
+/// How an operation left the purgatory (see the crate docs, "The life of
+/// an operation").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Outcome {
+    /// Its condition held (a check, or a try of
+    /// [`try_complete_else_watch`](crate::Purgatory::try_complete_else_watch))
+    /// or it was force-completed: `on_complete` ran.
+    Completed,
+    /// Its timeout passed (or a shutdown with
+    /// [`ShutdownPolicy::Expire`](crate::ShutdownPolicy::Expire)):
+    /// `on_complete`, then `on_expiration` ran.
+    Expired,
+    /// [`cancel_for_key`](crate::Purgatory::cancel_for_key),
+    /// [`Purgatory::cancel`](crate::Purgatory::cancel) or a shutdown with
+    /// [`ShutdownPolicy::Drop`](crate::ShutdownPolicy::Drop): no callback
+    /// ran. A cancelled operation may be watched again; its outcome is then
+    /// that of its new stay.
+    Cancelled,
+}
+
+/// The operation has completed (set once, never cleared).
+const COMPLETED: u8 = 1;
+/// The operation was completed by its timeout.
+const EXPIRED: u8 = 2;
+/// The operation is claimed by a purgatory (watched, maybe armed).
+const WATCHED: u8 = 4;
+/// The operation's last stay was cancelled (cleared when it is claimed
+/// again).
+const CANCELLED: u8 = 8;
+
+impl Outcome {
+    fn bits(self) -> u8 {
+        match self {
+            Outcome::Completed => COMPLETED,
+            Outcome::Expired => COMPLETED | EXPIRED,
+            Outcome::Cancelled => CANCELLED,
+        }
+    }
+
+    fn from_bits(bits: u8) -> Option<Outcome> {
+        if bits & EXPIRED != 0 {
+            Some(Outcome::Expired)
+        } else if bits & COMPLETED != 0 {
+            Some(Outcome::Completed)
+        } else if bits & CANCELLED != 0 {
+            Some(Outcome::Cancelled)
+        } else {
+            None
+        }
+    }
+}
+
+/// An operation's state byte.
+///
+/// Invariants: `COMPLETED` is set once and never cleared, and only by a
+/// winning [`decide`](Self::decide); `WATCHED` is set by
+/// [`claim`](Self::claim) and cleared by the `decide` that ends the stay.
+/// An operation is claimed *before* it joins any watch list: a check that
+/// finds it in a list (under the list's lock, which the watcher released
+/// after claiming) therefore sees it watched, and waits for its lock
+/// rather than skipping it. Claiming after joining would leave a window in
+/// which a check skips an operation whose second try has not yet seen the
+/// check's event (a lost wake-up; the loom model
+/// `check_racing_the_two_tries_loses_no_wake_up` covers it).
+/// Changes happen under the operation lock, but `decide` does not rely on
+/// it: it is one compare-and-swap.
+#[derive(Debug, Default)]
+pub(crate) struct OpState(AtomicU8);
+
+impl OpState {
+    pub(crate) fn new() -> Self {
+        OpState(AtomicU8::new(0))
+    }
+
+    fn load(&self) -> u8 {
+        self.0.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn is_completed(&self) -> bool {
+        self.load() & COMPLETED != 0
+    }
+
+    pub(crate) fn is_expired(&self) -> bool {
+        self.load() & EXPIRED != 0
+    }
+
+    pub(crate) fn is_watched(&self) -> bool {
+        self.load() & WATCHED != 0
+    }
+
+    /// Watched and not completed: a candidate for a check.
+    pub(crate) fn is_pending(&self) -> bool {
+        self.load() & (WATCHED | COMPLETED) == WATCHED
+    }
+
+    /// The outcome of the operation's last stay, if it has ended.
+    pub(crate) fn outcome(&self) -> Option<Outcome> {
+        Outcome::from_bits(self.load())
+    }
+
+    /// Marks the operation watched for a new stay (clearing a previous
+    /// stay's `Cancelled`). Returns false, changing nothing, if it is
+    /// completed or already watched.
+    pub(crate) fn claim(&self) -> bool {
+        self.0
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
+                (s & (COMPLETED | WATCHED) == 0).then_some((s & !CANCELLED) | WATCHED)
+            })
+            .is_ok()
+    }
+
+    /// Undoes a [`claim`](Self::claim) whose watch failed before the
+    /// operation was tied to a purgatory (a key panicked). Lock held.
+    pub(crate) fn unclaim(&self) {
+        self.0.fetch_and(!WATCHED, Ordering::AcqRel);
+    }
+
+    /// Ends the operation's stay with `outcome`, if nobody has: `Completed`
+    /// wins unless the operation has completed (a cancelled one, out of the
+    /// purgatory, may still be completed by force); `Expired` and
+    /// `Cancelled` only while it is watched and not completed (a timeout or
+    /// a cancel applies to a stay). Returns whether this call decided.
+    pub(crate) fn decide(&self, outcome: Outcome) -> bool {
+        self.0
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
+                let open = match outcome {
+                    Outcome::Completed => s & COMPLETED == 0,
+                    _ => s & (WATCHED | COMPLETED) == WATCHED,
+                };
+                open.then_some((s & !(WATCHED | CANCELLED)) | outcome.bits())
+            })
+            .is_ok()
+    }
+}
+
+/// The waiters of one stay of an operation.
+#[derive(Debug)]
+pub(crate) struct Signal {
+    /// `Outcome::bits()` once resolved, else 0.
+    outcome: AtomicU8,
+    wakers: Mutex<Vec<Waker>>,
+}
+
+impl Signal {
+    pub(crate) fn new() -> Self {
+        Signal {
+            outcome: AtomicU8::new(0),
+            wakers: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn get(&self) -> Option<Outcome> {
+        Outcome::from_bits(self.outcome.load(Ordering::Acquire))
+    }
+
+    /// Records `outcome` and wakes every waiter. Called once per signal.
+    pub(crate) fn resolve(&self, outcome: Outcome) {
+        self.outcome.store(outcome.bits(), Ordering::Release);
+        let wakers = std::mem::take(&mut *self.wakers.lock());
+        for waker in wakers {
+            waker.wake();
+        }
+    }
+
+    /// The outcome, or registers `waker` to be woken when it is decided.
+    pub(crate) fn poll(&self, waker: &Waker) -> Poll<Outcome> {
+        if let Some(outcome) = self.get() {
+            return Poll::Ready(outcome);
+        }
+        let mut wakers = self.wakers.lock();
+        if let Some(outcome) = self.get() {
+            return Poll::Ready(outcome);
+        }
+        if !wakers.iter().any(|w| w.will_wake(waker)) {
+            wakers.push(waker.clone());
+        }
+        Poll::Pending
+    }
+}
+
+/// A future resolving to the [`Outcome`] of an operation's stay in a
+/// purgatory; see [`Operation::completion`](crate::Operation::completion).
+///
+/// Owned, `Send + 'static`, and cheap to clone; every clone resolves to the
+/// same outcome. It works on any executor (it needs only the waker it is
+/// polled with), and it does not keep the operation alive.
+#[derive(Debug, Clone)]
+#[must_use = "a future does nothing unless polled"]
+pub struct Completion {
+    state: CompletionState,
+}
+
+#[derive(Debug, Clone)]
+enum CompletionState {
+    Ready(Outcome),
+    Waiting(Arc<Signal>),
+}
+
+impl Completion {
+    pub(crate) fn ready(outcome: Outcome) -> Self {
+        Completion {
+            state: CompletionState::Ready(outcome),
+        }
+    }
+
+    pub(crate) fn waiting(signal: Arc<Signal>) -> Self {
+        Completion {
+            state: CompletionState::Waiting(signal),
+        }
+    }
+
+    fn poll_with(&self, waker: &Waker) -> Poll<Outcome> {
+        match &self.state {
+            CompletionState::Ready(outcome) => Poll::Ready(*outcome),
+            CompletionState::Waiting(signal) => signal.poll(waker),
+        }
+    }
+
+    /// Blocks the calling thread until the outcome is decided or `timeout`
+    /// passes (real time); `None` on timeout.
+    pub(crate) fn wait_timeout(&self, timeout: Duration) -> Option<Outcome> {
+        let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+        let deadline = Instant::now().checked_add(timeout);
+        loop {
+            if let Poll::Ready(outcome) = self.poll_with(&waker) {
+                return Some(outcome);
+            }
+            match deadline {
+                None => std::thread::park(),
+                Some(deadline) => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return None;
+                    }
+                    std::thread::park_timeout(left);
+                }
+            }
+        }
+    }
+}
+
+impl Future for Completion {
+    type Output = Outcome;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Outcome> {
+        self.poll_with(cx.waker())
+    }
+}
+
+/// Wakes a parked thread.
+struct Unpark(std::thread::Thread);
+
+impl Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+/// Models of the completion protocol, run by loom over every interleaving:
+/// `RUSTFLAGS="--cfg loom" cargo test -p purgatory --release --lib loom_models`.
+/// They drive the real [`OpState`] and [`Signal`] (through loom's atomics
+/// and mutex, see `crate::sync`); the operation lock and a watch list are
+/// modelled by plain mutexes.
+#[cfg(all(test, loom))]
+mod loom_models {
+    use super::*;
+    use crate::sync::AtomicBool;
+    use crate::sync::AtomicUsize;
+    use loom::sync::Notify;
+    use loom::thread;
+
+    /// Wakes a loom thread blocked in [`block_on`].
+    struct Wakeup(Notify);
+
+    impl Wake for Wakeup {
+        fn wake(self: Arc<Self>) {
+            self.0.notify();
+        }
+    }
+
+    /// Polls `completion` until ready, blocking between polls: a wake-up
+    /// that never comes is a deadlock, which loom reports.
+    fn block_on(completion: Completion) -> Outcome {
+        let wakeup = Arc::new(Wakeup(Notify::new()));
+        let waker = Waker::from(wakeup.clone());
+        loop {
+            if let Poll::Ready(outcome) = completion.poll_with(&waker) {
+                return outcome;
+            }
+            wakeup.0.wait();
+        }
+    }
+
+    /// Decides `outcome` as a leaving path does: the winner resolves the
+    /// waiters.
+    fn leave(state: &OpState, signal: &Signal, wins: &AtomicUsize, outcome: Outcome) {
+        if state.decide(outcome) {
+            wins.fetch_add(1, Ordering::SeqCst);
+            signal.resolve(outcome);
+        }
+    }
+
+    #[test]
+    fn a_waiter_registering_as_the_outcome_is_decided_is_woken() {
+        loom::model(|| {
+            let signal = Arc::new(Signal::new());
+            let waiter = Completion::waiting(signal.clone());
+            let resolver = thread::spawn(move || signal.resolve(Outcome::Completed));
+            assert_eq!(block_on(waiter), Outcome::Completed);
+            resolver.join().unwrap();
+        });
+    }
+
+    /// A claimed operation left by `mine` on this thread and by each of
+    /// `others` on a thread of its own, with a waiter: returns its state,
+    /// what the waiter got, and how many decided.
+    fn race(mine: Outcome, others: &[Outcome]) -> (Arc<OpState>, Outcome, usize) {
+        let state = Arc::new(OpState::new());
+        assert!(state.claim());
+        let signal = Arc::new(Signal::new());
+        let wins = Arc::new(AtomicUsize::new(0));
+        let waiter = Completion::waiting(signal.clone());
+        let racers: Vec<_> = others
+            .iter()
+            .map(|&outcome| {
+                let (state, signal, wins) = (state.clone(), signal.clone(), wins.clone());
+                thread::spawn(move || leave(&state, &signal, &wins, outcome))
+            })
+            .collect();
+        leave(&state, &signal, &wins, mine);
+        let got = block_on(waiter);
+        for racer in racers {
+            racer.join().unwrap();
+        }
+        let wins = wins.load(Ordering::SeqCst);
+        (state, got, wins)
+    }
+
+    /// Two keys' checks and the timeout race: exactly one decides (so one
+    /// `on_complete`), and the waiter gets that one's outcome.
+    #[test]
+    fn two_checks_and_the_timeout_complete_exactly_once() {
+        loom::model(|| {
+            let (state, got, wins) =
+                race(Outcome::Completed, &[Outcome::Completed, Outcome::Expired]);
+            assert_eq!(wins, 1);
+            assert_eq!(state.outcome(), Some(got));
+            assert!(state.is_completed() && !state.is_watched());
+        });
+    }
+
+    /// A cancel racing the expiry: one wins; the loser changes nothing.
+    #[test]
+    fn cancel_racing_expiry_decides_once() {
+        loom::model(|| {
+            let (state, got, wins) = race(Outcome::Cancelled, &[Outcome::Expired]);
+            assert_eq!(wins, 1);
+            assert_eq!(state.outcome(), Some(got));
+            assert_eq!(state.is_completed(), got == Outcome::Expired);
+            assert!(!state.is_watched());
+        });
+    }
+
+    /// `try_complete_else_watch`'s two tries against a check of the key:
+    /// the watcher tries, claims the operation, joins the list (under the
+    /// list's lock) and tries again, all under the operation lock; the
+    /// checker makes the condition hold, then looks at the list and, if it
+    /// finds the operation pending, tries it under the operation lock.
+    /// Whatever the interleaving, one of them completes it.
+    #[test]
+    fn check_racing_the_two_tries_loses_no_wake_up() {
+        loom::model(|| {
+            let op_lock = Arc::new(Mutex::new(()));
+            let listed = Arc::new(Mutex::new(false));
+            let ready = Arc::new(AtomicBool::new(false));
+            let state = Arc::new(OpState::new());
+            let checker = {
+                let (op_lock, listed, ready, state) = (
+                    op_lock.clone(),
+                    listed.clone(),
+                    ready.clone(),
+                    state.clone(),
+                );
+                thread::spawn(move || {
+                    ready.store(true, Ordering::Release);
+                    let found = *listed.lock();
+                    if found && state.is_pending() {
+                        let _op = op_lock.lock();
+                        if state.is_pending() && ready.load(Ordering::Acquire) {
+                            state.decide(Outcome::Completed);
+                        }
+                    }
+                })
+            };
+            {
+                let _op = op_lock.lock();
+                if ready.load(Ordering::Acquire) {
+                    state.decide(Outcome::Completed);
+                } else {
+                    assert!(state.claim());
+                    *listed.lock() = true;
+                    if ready.load(Ordering::Acquire) {
+                        state.decide(Outcome::Completed);
+                    }
+                }
+            }
+            checker.join().unwrap();
+            assert!(state.is_completed(), "a lost wake-up");
+        });
+    }
+}

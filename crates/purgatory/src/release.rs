@@ -1,0 +1,296 @@
+//! How an operation leaves the purgatory: the one path every way of leaving
+//! takes (a check, a force, the timeout, a cancel, a shutdown).
+//!
+//! 1. **Decide**, under the operation lock: [`OpState::decide`](crate::outcome::OpState::decide) picks the
+//!    outcome; exactly one caller wins (see [`crate::outcome`]).
+//! 2. **Unlink**, still under the lock ([`Shared::unlink`]): the links are
+//!    emptied (owner, timer handle, memberships, the purgatory's strong
+//!    reference, the waiters), and the owner counts the operation out and
+//!    queues its slots and timer entry to be freed in a batch (see
+//!    [`crate::retire`]; those hold it weakly, so only memory waits there).
+//! 3. **Callbacks**, still under the lock, with no purgatory lock held:
+//!    `on_complete`, then `on_expiration` for an expiry; none for a cancel.
+//! 4. **Let go**, once the caller has released every lock: the
+//!    [`Released`] token the unlinking returned resolves the waiters and
+//!    drops the purgatory's strong reference, so the operation's `Drop` runs
+//!    then if nobody else holds it. Every public call lets go of what it
+//!    released before it returns ([`let_go`]).
+//!
+//! A purgatory call made from inside a user callback runs under an outer
+//! call's operation lock, so it must not let go: what it releases waits in
+//! a thread-local list until the outermost call returns ([`flush`]). The
+//! callback depth that tells one from the other is counted where callbacks
+//! are called ([`guarded`]); it is the only thread-local state.
+
+use std::any::Any;
+use std::cell::{Cell, RefCell};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Arc, Weak};
+
+use timer::TimerTask;
+
+use crate::operation::{DelayedOperation, Operation, Owner, Shared};
+use crate::outcome::{Outcome, Signal};
+
+thread_local! {
+    /// How many user callbacks the purgatory is running on this thread.
+    static DEPTH: Cell<u32> = const { Cell::new(0) };
+    /// Whether `HELD` may be non-empty: a plain load on every flush.
+    static ANY_HELD: Cell<bool> = const { Cell::new(false) };
+    /// What calls made inside callbacks released: let go by the outermost.
+    static HELD: RefCell<Vec<Box<dyn Any>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Calls a user callback, catching and logging a panic. Returns `None` if it
+/// panicked. While it runs, purgatory calls it makes hold back what they
+/// release (see the module docs).
+pub(crate) fn guarded<R>(purgatory: &str, what: &str, f: impl FnOnce() -> R) -> Option<R> {
+    DEPTH.with(|d| d.set(d.get() + 1));
+    let result = catch_unwind(AssertUnwindSafe(f));
+    DEPTH.with(|d| d.set(d.get() - 1));
+    match result {
+        Ok(r) => Some(r),
+        Err(panic) => {
+            let msg = panic
+                .downcast_ref::<&str>()
+                .copied()
+                .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+                .unwrap_or("<non-string panic payload>");
+            log::error!("purgatory {purgatory}: {what} panicked: {msg}");
+            None
+        }
+    }
+}
+
+/// Whether this thread is inside a user callback run by the purgatory.
+pub(crate) fn in_callback() -> bool {
+    DEPTH.with(|d| d.get() > 0)
+}
+
+/// Drops `value` (a [`Released`] token, or a reference to an operation
+/// that may be the last) now, or, inside a callback, once the outermost
+/// purgatory call returns. Call with no purgatory or operation lock held by
+/// the calling frame.
+pub(crate) fn let_go<T: 'static>(value: T) {
+    if in_callback() {
+        HELD.with(|held| held.borrow_mut().push(Box::new(value)));
+        ANY_HELD.with(|any| any.set(true));
+    } else {
+        drop_logged(value);
+    }
+}
+
+/// [`let_go`] for every value of `values`, keeping the vector's room: one
+/// look at the callback depth, and one panic guard, for the lot.
+pub(crate) fn let_go_all<T: 'static>(values: &mut Vec<T>) {
+    if in_callback() {
+        values.drain(..).for_each(let_go);
+    } else if catch_unwind(AssertUnwindSafe(|| values.clear())).is_err() {
+        // `clear` drops the others even when one `Drop` panics.
+        log::error!("purgatory: an operation's Drop panicked");
+    }
+}
+
+/// Lets go of what calls inside callbacks held back, if this is the
+/// outermost purgatory call on the thread. Every public call that runs
+/// callbacks ends with it, its locks released.
+#[inline]
+pub(crate) fn flush() {
+    if ANY_HELD.with(|any| any.get()) && !in_callback() {
+        flush_held();
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn flush_held() {
+    ANY_HELD.with(|any| any.set(false));
+    // One at a time, the list not borrowed while it drops: a `Drop` may
+    // call the purgatory again (at depth 0 it lets go at once).
+    while let Some(value) = HELD.with(|held| held.borrow_mut().pop()) {
+        drop_logged(value);
+    }
+}
+
+/// Drops `value`, catching and logging a panic in a user `Drop`.
+fn drop_logged<T>(value: T) {
+    if catch_unwind(AssertUnwindSafe(move || drop(value))).is_err() {
+        log::error!("purgatory: an operation's Drop panicked");
+    }
+}
+
+/// What an operation's leaving left to do once the locks are released:
+/// resolve its waiters and drop the purgatory's strong reference. Both
+/// happen when the token is dropped; hand it to [`let_go`].
+#[must_use = "hand it to release::let_go once the locks are released"]
+pub(crate) struct Released<Op: DelayedOperation> {
+    keep: Option<Arc<Shared<Op>>>,
+    signal: Option<Arc<Signal>>,
+    outcome: Outcome,
+}
+
+impl<Op: DelayedOperation> Drop for Released<Op> {
+    fn drop(&mut self) {
+        if let Some(signal) = self.signal.take() {
+            signal.resolve(self.outcome);
+        }
+        drop(self.keep.take());
+    }
+}
+
+impl<Op: DelayedOperation> Shared<Op> {
+    /// Step 2: empties the links and hands what is to be freed to the
+    /// owner. Lock held, outcome decided. Returns the token to let go of and
+    /// the owner it left (for the callbacks' logs).
+    fn unlink(self: &Arc<Self>, outcome: Outcome) -> (Released<Op>, Option<Arc<dyn Owner<Op>>>) {
+        debug_assert!(self.raw_lock().is_owned_by_current_thread());
+        let (owner, timer, members, keep, signal) = {
+            let mut links = self.links.lock();
+            (
+                links.owner.take(),
+                links.timer.take(),
+                std::mem::take(&mut links.members),
+                links.keep.take(),
+                links.signal.take(),
+            )
+        };
+        if let Some(owner) = &owner {
+            let armed = timer.is_some();
+            // An expiring operation's timer entry is the one firing.
+            let timer = timer.filter(|_| outcome != Outcome::Expired);
+            owner.left(self, members, timer, armed, outcome);
+        } else {
+            debug_assert!(members.is_empty() && timer.is_none() && keep.is_none());
+        }
+        let released = Released {
+            keep,
+            signal,
+            outcome,
+        };
+        (released, owner)
+    }
+
+    /// Completes the operation (`Completed` or `Expired`) if nobody has:
+    /// steps 1 to 3. Lock held. `None` if it had completed before.
+    pub(crate) fn finish(self: &Arc<Self>, outcome: Outcome) -> Option<Released<Op>> {
+        debug_assert!(outcome != Outcome::Cancelled);
+        if !self.state.decide(outcome) {
+            return None;
+        }
+        let (released, owner) = self.unlink(outcome);
+        let name = owner.as_ref().map_or("<unwatched>", |o| o.name());
+        guarded(name, "on_complete", || self.op().on_complete());
+        if outcome == Outcome::Expired {
+            guarded(name, "on_expiration", || self.op().on_expiration());
+        }
+        Some(released)
+    }
+
+    /// Cancels the operation if it is claimed by `owner` and not completed:
+    /// steps 1 and 2, no callback. Lock held.
+    pub(crate) fn cancel(self: &Arc<Self>, owner: *const ()) -> Option<Released<Op>> {
+        if !self.is_claimed_by(owner) || !self.state.decide(Outcome::Cancelled) {
+            return None;
+        }
+        Some(self.unlink(Outcome::Cancelled).0)
+    }
+
+    /// `try_complete`, with a panic counting as "not complete". Lock held.
+    pub(crate) fn try_complete_guarded(&self, purgatory: &str) -> bool {
+        guarded(purgatory, "try_complete", || self.op().try_complete()).unwrap_or(false)
+    }
+
+    /// The `check_and_complete` step for one operation: lock, and if it is
+    /// still watched and not completed, try it and complete it if it can.
+    /// Returns whether `try_complete` said yes, and what to let go of.
+    pub(crate) fn check(self: &Arc<Self>, purgatory: &str) -> (bool, Option<Released<Op>>) {
+        if !self.is_pending() {
+            return (false, None);
+        }
+        let _guard = self.lock();
+        if !self.is_pending() {
+            return (false, None);
+        }
+        // Counted when `try_complete` says yes, even if it completed the
+        // operation itself (by force).
+        if self.try_complete_guarded(purgatory) {
+            (true, self.finish(Outcome::Completed))
+        } else {
+            (false, None)
+        }
+    }
+
+    /// The timeout path, on the timer's executor thread.
+    fn expire(self: &Arc<Self>, epoch: u32) {
+        let released = {
+            let _guard = self.lock();
+            let ours = {
+                let links = self.links.lock();
+                // Otherwise cancelled (and maybe watched again) since this
+                // entry was armed.
+                links.owner.is_some() && links.epoch == epoch
+            };
+            if !ours {
+                return;
+            }
+            self.finish(Outcome::Expired)
+        };
+        if let Some(released) = released {
+            let_go(released);
+        }
+        flush();
+    }
+}
+
+/// The timer entry of a watched operation: a weak pointer and its claim
+/// epoch.
+pub(crate) struct ExpiryTask<Op: DelayedOperation> {
+    op: Weak<Shared<Op>>,
+    epoch: u32,
+}
+
+impl<Op: DelayedOperation> ExpiryTask<Op> {
+    pub(crate) fn new(op: &Arc<Shared<Op>>, epoch: u32) -> Self {
+        ExpiryTask {
+            op: Arc::downgrade(op),
+            epoch,
+        }
+    }
+}
+
+impl<Op: DelayedOperation> TimerTask for ExpiryTask<Op> {
+    fn run(self) {
+        // Gone: it left, and nobody holds it any more.
+        if let Some(op) = self.op.upgrade() {
+            op.expire(self.epoch);
+            let_go(op);
+        }
+    }
+}
+
+impl<Op: DelayedOperation> Operation<Op> {
+    /// Completes the operation now, whatever its condition (Kafka's
+    /// `forceComplete`). Returns `true` iff this call completed it; its
+    /// [`outcome`](Self::outcome) is then [`Outcome::Completed`]. An
+    /// operation cancelled earlier (out of the purgatory, its waiters told
+    /// `Cancelled`) may still be completed this way by its owner.
+    ///
+    /// Takes the operation lock, leaves every watch list, disarms the timer
+    /// and runs `on_complete` (not `on_expiration`). Safe to call from inside
+    /// the operation's own callbacks (the lock is reentrant); from
+    /// `try_complete` it completes the operation, and the `true` returned by
+    /// `try_complete` afterwards changes nothing. The purgatory has let go
+    /// of the operation when it returns (see [`DelayedOperation`]).
+    pub fn force_complete(&self) -> bool {
+        let released = {
+            let _guard = self.0.lock();
+            self.0.finish(Outcome::Completed)
+        };
+        let done = released.is_some();
+        if let Some(released) = released {
+            let_go(released);
+        }
+        flush();
+        done
+    }
+}

@@ -1,0 +1,79 @@
+//! The purgatory's gauges and counts ([`PurgatoryStats`]) and, with the
+//! `metrics` feature, their publication through the `metrics` crate facade
+//! under Kafka's names.
+
+/// A snapshot of a purgatory's gauges and counts; see
+/// [`Purgatory::stats`](crate::Purgatory::stats).
+///
+/// Read while other threads work, the fields are each exact at some moment
+/// of the call, not necessarily the same moment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct PurgatoryStats {
+    /// Watch-list entries of pending operations (an operation watched under
+    /// three keys counts three times): Kafka's `PurgatorySize`.
+    pub watched: usize,
+    /// Pending operations with an armed timer: Kafka's
+    /// `NumDelayedOperations`.
+    pub delayed: usize,
+    /// Operations that completed ([`Outcome::Completed`](crate::Outcome)),
+    /// since the purgatory was built.
+    pub completed: usize,
+    /// Operations that expired ([`Outcome::Expired`](crate::Outcome)),
+    /// since the purgatory was built; Kafka's `ExpiresPerSec` is its rate.
+    pub expired: usize,
+    /// Operations cancelled ([`Outcome::Cancelled`](crate::Outcome)), since
+    /// the purgatory was built.
+    pub cancelled: usize,
+}
+
+/// Where the figures are published: nowhere without the `metrics` feature.
+#[cfg(not(feature = "metrics"))]
+pub(crate) struct Metrics;
+
+#[cfg(not(feature = "metrics"))]
+impl Metrics {
+    pub(crate) fn new(_name: &str) -> Self {
+        Metrics
+    }
+
+    #[inline]
+    pub(crate) fn expired(&self) {}
+
+    #[inline]
+    pub(crate) fn publish(&self, _stats: &PurgatoryStats) {}
+}
+
+/// The handles of the purgatory's metrics, labelled
+/// `delayedOperation = <name>` as Kafka tags them. They are bound to the
+/// recorder installed when the purgatory is built.
+#[cfg(feature = "metrics")]
+pub(crate) struct Metrics {
+    size: metrics::Gauge,
+    delayed: metrics::Gauge,
+    expires: metrics::Counter,
+}
+
+#[cfg(feature = "metrics")]
+impl Metrics {
+    pub(crate) fn new(name: &str) -> Self {
+        let labels = [("delayedOperation", name.to_owned())];
+        Metrics {
+            size: metrics::gauge!("PurgatorySize", &labels),
+            delayed: metrics::gauge!("NumDelayedOperations", &labels),
+            expires: metrics::counter!("ExpiresPerSec", &labels),
+        }
+    }
+
+    /// Counts one expiration.
+    #[inline]
+    pub(crate) fn expired(&self) {
+        self.expires.increment(1);
+    }
+
+    /// Sets the gauges.
+    pub(crate) fn publish(&self, stats: &PurgatoryStats) {
+        self.size.set(stats.watched as f64);
+        self.delayed.set(stats.delayed as f64);
+    }
+}

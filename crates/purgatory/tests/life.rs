@@ -1,0 +1,677 @@
+//! The life of an operation (DESIGN.md): every way of leaving resolves
+//! `outcome()`, `completion()` and `wait_timeout` with the right `Outcome`,
+//! exactly once, also under races and at shutdown; `Purgatory::cancel`;
+//! the prompt-release rule; the gauges; a panicking key; bad shard counts.
+
+mod common;
+
+use std::future::Future;
+use std::hash::{Hash, Hasher};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::pin::pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier, Mutex};
+use std::task::{Context, Poll, Wake, Waker};
+use std::thread::{self, Thread, ThreadId};
+use std::time::Duration;
+
+use common::*;
+use purgatory::{
+    new_operation_lock, Completion, DelayedOperation, ManualClock, Operation, OperationLock,
+    Outcome, Purgatory, PurgatoryBuilder, PurgatoryError, ShutdownPolicy,
+};
+
+/// Long enough never to pass in a test that waits for an event, short
+/// enough that a lost wake-up fails the test instead of hanging it.
+const PATIENCE: Duration = Duration::from_secs(10);
+
+// ------------------------------------------------------- a tiny executor
+
+struct Unpark(Thread);
+
+impl Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+/// Runs `future` to completion on this thread, parking between polls.
+fn block_on<F: Future>(future: F) -> F::Output {
+    let waker = Waker::from(Arc::new(Unpark(thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut future = pin!(future);
+    loop {
+        if let Poll::Ready(out) = future.as_mut().poll(&mut cx) {
+            return out;
+        }
+        thread::park();
+    }
+}
+
+/// Polls once with a waker that counts its wake-ups.
+fn poll_counting(c: &mut Completion, wakes: &Arc<CountWakes>) -> Poll<Outcome> {
+    let waker = Waker::from(wakes.clone());
+    std::pin::Pin::new(c).poll(&mut Context::from_waker(&waker))
+}
+
+#[derive(Default)]
+struct CountWakes(AtomicUsize);
+
+impl Wake for CountWakes {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+fn assert_send_static<T: Send + 'static>(_: &T) {}
+
+/// A new operation watched under `keys`, and its completion asked for
+/// before the watch.
+fn watched(
+    p: &Purgatory<Key, MockOp>,
+    timeout_ms: u64,
+    keys: &[&str],
+) -> (Operation<MockOp>, Completion) {
+    let o = op(timeout_ms);
+    let c = o.completion();
+    assert_eq!(
+        p.try_complete_else_watch(o.clone(), keys.iter().map(|k| key(k))),
+        Ok(false)
+    );
+    (o, c)
+}
+
+/// `c` resolves to `outcome`, and so does every view of `o`.
+fn assert_resolved(o: &Operation<MockOp>, c: Completion, outcome: Outcome) {
+    assert_eq!(block_on(c), outcome);
+    assert_left(o, outcome);
+}
+
+/// Every view of `o` says `outcome`.
+fn assert_left(o: &Operation<MockOp>, outcome: Outcome) {
+    assert_eq!(o.outcome(), Some(outcome));
+    assert_eq!(o.wait_timeout(Duration::ZERO), Some(outcome));
+    assert_eq!(block_on(o.completion()), outcome);
+    assert!(!o.is_watched());
+}
+
+// ------------------------------------------------------- each way out
+
+#[test]
+fn each_way_of_leaving_resolves_with_its_outcome() {
+    let (p, clock) = manual();
+    let wakes = Arc::new(CountWakes::default());
+
+    // A check.
+    let checked = op(1_000);
+    let mut c_checked = checked.completion();
+    assert_send_static(&c_checked);
+    p.try_complete_else_watch(checked.clone(), [key("a")])
+        .unwrap();
+    assert_eq!(checked.outcome(), None);
+    assert_eq!(checked.wait_timeout(Duration::ZERO), None);
+    assert!(poll_counting(&mut c_checked, &wakes).is_pending());
+    checked.set_completable();
+    assert_eq!(p.check_and_complete(&key("a")), 1);
+    assert_eq!(wakes.0.load(Ordering::SeqCst), 1, "woken once by the check");
+    assert_eq!(
+        poll_counting(&mut c_checked, &wakes),
+        Poll::Ready(Outcome::Completed)
+    );
+    assert_left(&checked, Outcome::Completed);
+
+    // The first try.
+    let at_once = op(1_000);
+    at_once.set_completable();
+    let c_at_once = at_once.completion();
+    assert_eq!(
+        p.try_complete_else_watch(at_once.clone(), [key("a")]),
+        Ok(true)
+    );
+    assert_eq!(block_on(c_at_once), Outcome::Completed);
+    assert_left(&at_once, Outcome::Completed);
+
+    // A force.
+    let (forced, c_forced) = watched(&p, 1_000, &["a"]);
+    assert!(forced.force_complete());
+    assert_resolved(&forced, c_forced, Outcome::Completed);
+
+    // The timeout.
+    let (expired, c_expired) = watched(&p, 10, &["a"]);
+    advance(&p, &clock, 10);
+    assert_resolved(&expired, c_expired, Outcome::Expired);
+    assert!(expired.is_completed() && expired.is_expired());
+
+    // `cancel_for_key`.
+    let (by_key, c_by_key) = watched(&p, 1_000, &["b", "c"]);
+    assert_eq!(p.cancel_for_key(&key("c")).len(), 1);
+    assert_resolved(&by_key, c_by_key, Outcome::Cancelled);
+    assert!(!by_key.is_completed());
+
+    // `Purgatory::cancel`.
+    let (one, c_one) = watched(&p, 1_000, &["b"]);
+    assert!(p.cancel(&one));
+    assert!(!p.cancel(&one), "true only for the call that cancelled it");
+    assert_resolved(&one, c_one, Outcome::Cancelled);
+    assert_eq!(one.completions(), 0, "no callback");
+
+    // Nothing left; counts by outcome.
+    assert_eq!((p.watched(), p.delayed(), p.watched_keys()), (0, 0, 0));
+    let stats = p.stats();
+    assert_eq!((stats.completed, stats.expired, stats.cancelled), (3, 1, 2));
+    for o in [&checked, &at_once, &forced, &expired, &by_key, &one] {
+        o.assert_sound();
+    }
+}
+
+#[test]
+fn cancel_refuses_what_it_does_not_hold() {
+    let (p, _clock) = manual();
+    let (q, _clock2) = manual();
+    let never_watched = op(1_000);
+    assert!(!p.cancel(&never_watched));
+    assert_eq!(never_watched.outcome(), None);
+    let elsewhere = op(1_000);
+    q.try_complete_else_watch(elsewhere.clone(), [key("a")])
+        .unwrap();
+    assert!(!p.cancel(&elsewhere), "watched by another purgatory");
+    assert!(elsewhere.is_watched());
+    let done = op(1_000);
+    p.try_complete_else_watch(done.clone(), [key("a")]).unwrap();
+    assert!(done.force_complete());
+    assert!(!p.cancel(&done));
+    assert_eq!(done.outcome(), Some(Outcome::Completed));
+    assert_eq!(p.stats().cancelled, 0);
+}
+
+/// A cancelled operation may be watched again; its outcome is then that of
+/// the new stay, and a completion asked for before the new stay waits for it.
+#[test]
+fn a_cancelled_operation_watched_again_starts_a_new_stay() {
+    let (p, _clock) = manual();
+    let o = op(1_000);
+    let first = o.completion();
+    p.try_complete_else_watch(o.clone(), [key("a")]).unwrap();
+    assert!(p.cancel(&o));
+    assert_eq!(block_on(first.clone()), Outcome::Cancelled);
+    assert_eq!(o.completion_ready(), Some(Outcome::Cancelled));
+    p.try_complete_else_watch(o.clone(), [key("a")]).unwrap();
+    assert_eq!(o.outcome(), None);
+    let second = o.completion();
+    assert_eq!(o.wait_timeout(Duration::ZERO), None);
+    assert!(o.force_complete());
+    assert_eq!(block_on(second), Outcome::Completed);
+    assert_eq!(block_on(first), Outcome::Cancelled, "the first stay's");
+    assert_eq!(o.completions(), 1);
+}
+
+trait ReadyOutcome {
+    fn completion_ready(&self) -> Option<Outcome>;
+}
+
+impl ReadyOutcome for Operation<MockOp> {
+    /// The completion's outcome if it is ready without waiting.
+    fn completion_ready(&self) -> Option<Outcome> {
+        let mut c = self.completion();
+        match poll_counting(&mut c, &Arc::new(CountWakes::default())) {
+            Poll::Ready(o) => Some(o),
+            Poll::Pending => None,
+        }
+    }
+}
+
+#[test]
+fn shutdown_resolves_every_waiter_under_either_policy() {
+    for (policy, outcome) in [
+        (ShutdownPolicy::Drop, Outcome::Cancelled),
+        (ShutdownPolicy::Expire, Outcome::Expired),
+    ] {
+        let p: Purgatory<Key, MockOp> = Purgatory::builder("shutdown")
+            .clock(ManualClock::new())
+            .reaper(false)
+            .shutdown_policy(policy)
+            .build()
+            .unwrap();
+        let ops: Vec<_> = (0..10).map(|_| op(1_000)).collect();
+        let waiters: Vec<_> = ops
+            .iter()
+            .map(|o| {
+                let c = o.completion();
+                thread::spawn(move || block_on(c))
+            })
+            .collect();
+        for (i, o) in ops.iter().enumerate() {
+            p.try_complete_else_watch(o.clone(), [key(&format!("k{}", i % 3))])
+                .unwrap();
+        }
+        assert_eq!(p.shutdown().len(), 10);
+        for w in waiters {
+            assert_eq!(w.join().unwrap(), outcome, "{policy:?}");
+        }
+        for o in &ops {
+            assert_left(o, outcome);
+            o.assert_sound();
+        }
+        let stats = p.stats();
+        assert_eq!((stats.watched, stats.delayed), (0, 0));
+        assert_eq!(stats.cancelled + stats.expired, 10);
+    }
+}
+
+/// Waiters on other threads (blocked, and awaiting) are woken by the
+/// cancelling call itself: no later call to the purgatory is needed.
+#[test]
+fn a_waiter_resolves_right_after_a_cancel_with_no_later_call() {
+    let (p, _clock) = manual();
+    let by_key = op(60_000);
+    let one = op(60_000);
+    p.try_complete_else_watch(by_key.clone(), [key("a")])
+        .unwrap();
+    p.try_complete_else_watch(one.clone(), [key("b")]).unwrap();
+    let started = Arc::new(Barrier::new(5));
+    let spawn_waiters = |o: &Operation<MockOp>| {
+        let (o1, c, s1, s2) = (o.clone(), o.completion(), started.clone(), started.clone());
+        [
+            thread::spawn(move || {
+                s1.wait();
+                o1.wait_timeout(PATIENCE)
+            }),
+            thread::spawn(move || {
+                s2.wait();
+                Some(block_on(c))
+            }),
+        ]
+    };
+    let mut waiters = Vec::new();
+    waiters.extend(spawn_waiters(&by_key));
+    waiters.extend(spawn_waiters(&one));
+    started.wait();
+    // Let the waiters block (not required for correctness, only to test
+    // the waking path rather than the ready path).
+    thread::sleep(Duration::from_millis(20));
+    let cancelled = p.cancel_for_key(&key("a"));
+    assert_eq!(cancelled.len(), 1);
+    assert!(p.cancel(&one));
+    for w in waiters {
+        assert_eq!(w.join().unwrap(), Some(Outcome::Cancelled));
+    }
+}
+
+#[test]
+fn wait_timeout_times_out_while_pending() {
+    let (p, _clock) = manual();
+    let o = op(60_000);
+    p.try_complete_else_watch(o.clone(), [key("a")]).unwrap();
+    assert_eq!(o.wait_timeout(Duration::from_millis(5)), None);
+    assert_eq!(o.outcome(), None);
+    assert!(o.force_complete());
+    assert_eq!(
+        o.wait_timeout(Duration::from_millis(5)),
+        Some(Outcome::Completed)
+    );
+}
+
+// ------------------------------------------------------- races
+
+/// Many threads check, force, cancel (one by one and by key) and expire
+/// the same operations: each leaves exactly once, `on_complete` runs iff
+/// the outcome says so, and every view agrees.
+#[test]
+fn exactly_one_outcome_under_racing_checks_forces_cancels_and_expiry() {
+    const OPS: usize = 300;
+    let clock = ManualClock::new();
+    let p: Arc<Purgatory<Key, MockOp>> = Arc::new(
+        Purgatory::builder("race")
+            .clock(clock.clone())
+            .reaper(false)
+            .build()
+            .unwrap(),
+    );
+    let ops: Arc<Vec<Operation<MockOp>>> = Arc::new(
+        (0..OPS)
+            .map(|i| {
+                op_with(|m| {
+                    m.timeout = Duration::from_millis(1 + (i % 7) as u64);
+                    m.spin = i % 3;
+                })
+            })
+            .collect(),
+    );
+    let completions: Vec<Completion> = ops.iter().map(Operation::completion).collect();
+    for (i, o) in ops.iter().enumerate() {
+        let keys = [
+            key(&format!("k{}", i % 5)),
+            key(&format!("k{}", (i + 1) % 5)),
+        ];
+        p.try_complete_else_watch(o.clone(), keys).unwrap();
+    }
+    let go = Arc::new(Barrier::new(5));
+    let mut threads = Vec::new();
+    for role in 0..4 {
+        let (p, ops, go, clock) = (p.clone(), ops.clone(), go.clone(), clock.clone());
+        threads.push(thread::spawn(move || {
+            go.wait();
+            for (i, o) in ops.iter().enumerate() {
+                match (role + i) % 4 {
+                    0 => {
+                        o.set_completable();
+                        p.check_and_complete(&key(&format!("k{}", i % 5)));
+                    }
+                    1 => {
+                        o.force_complete();
+                    }
+                    2 => {
+                        p.cancel(o);
+                    }
+                    _ => {
+                        if i % 50 == 0 {
+                            p.cancel_for_key(&key(&format!("k{}", i % 5)));
+                        }
+                        clock.advance_ms(1);
+                        p.advance_clock(Duration::ZERO);
+                    }
+                }
+            }
+        }));
+    }
+    go.wait();
+    for t in threads {
+        t.join().unwrap();
+    }
+    // Whatever is left expires.
+    clock.advance_ms(1_000);
+    p.advance_clock(Duration::ZERO);
+    let mut by_outcome = [0usize; 3];
+    for (o, c) in ops.iter().zip(completions) {
+        o.assert_sound();
+        let outcome = o.outcome().expect("every operation left");
+        let awaited = block_on(c);
+        // The stay's outcome; a cancelled operation may be forced later
+        // (out of the purgatory, by its owner), which the outcome then says.
+        assert!(
+            awaited == outcome || (awaited == Outcome::Cancelled && outcome == Outcome::Completed),
+            "{awaited:?} then {outcome:?}"
+        );
+        assert_eq!(o.wait_timeout(Duration::ZERO), Some(outcome));
+        let (completions, expirations) = match outcome {
+            Outcome::Completed => (1, 0),
+            Outcome::Expired => (1, 1),
+            Outcome::Cancelled => (0, 0),
+            _ => unreachable!(),
+        };
+        assert_eq!(
+            (o.completions(), o.expirations()),
+            (completions, expirations)
+        );
+        by_outcome[match outcome {
+            Outcome::Completed => 0,
+            Outcome::Expired => 1,
+            _ => 2,
+        }] += 1;
+    }
+    let stats = p.stats();
+    assert_eq!((stats.watched, stats.delayed), (0, 0));
+    // Each operation left the purgatory once (forced after a cancel, it
+    // counts as cancelled there).
+    assert_eq!(stats.completed + stats.expired + stats.cancelled, OPS);
+    assert_eq!(stats.expired, by_outcome[1], "expired");
+    assert!(stats.completed <= by_outcome[0]);
+}
+
+// ------------------------------------------------------- release rule
+
+/// The purgatory a [`Recorder`] calls from its `Drop`, once set.
+type Probe = Arc<Mutex<Option<Arc<Purgatory<Key, Recorder>>>>>;
+
+/// Records, when dropped, the thread and whether the shared group lock was
+/// held there; then calls into the purgatory, which would deadlock if the
+/// dropping thread held one of its shard locks.
+struct Recorder {
+    group: OperationLock,
+    log: Arc<Mutex<Vec<(ThreadId, bool)>>>,
+    probe: Probe,
+    ready: bool,
+}
+
+impl DelayedOperation for Recorder {
+    fn timeout(&self) -> Duration {
+        Duration::from_millis(10)
+    }
+    fn try_complete(&self) -> bool {
+        self.ready
+    }
+    fn on_complete(&self) {}
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        let held = self.group.is_owned_by_current_thread();
+        self.log
+            .lock()
+            .unwrap()
+            .push((thread::current().id(), held));
+        if let Some(p) = self.probe.lock().unwrap().as_ref() {
+            p.watched_on(&key("k"));
+            p.stats();
+        }
+    }
+}
+
+#[test]
+fn an_operation_is_dropped_by_the_call_that_ends_it_with_no_lock_held() {
+    let clock = ManualClock::new();
+    let p: Arc<Purgatory<Key, Recorder>> = Arc::new(
+        Purgatory::builder("release")
+            .clock(clock.clone())
+            .reaper(false)
+            .build()
+            .unwrap(),
+    );
+    let group = new_operation_lock();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let probe = Arc::new(Mutex::new(Some(p.clone())));
+    let make = |ready| {
+        Operation::with_lock(
+            Recorder {
+                group: group.clone(),
+                log: log.clone(),
+                probe: probe.clone(),
+                ready,
+            },
+            group.clone(),
+        )
+    };
+    let me = thread::current().id();
+    let taken = |log: &Arc<Mutex<Vec<(ThreadId, bool)>>>| std::mem::take(&mut *log.lock().unwrap());
+
+    // Completed by the first try: dropped by that call.
+    p.try_complete_else_watch(make(true), [key("k")]).unwrap();
+    assert_eq!(taken(&log), [(me, false)]);
+    // Forced on another thread, which dropped its handle: dropped there.
+    let o = make(false);
+    p.try_complete_else_watch(o.clone(), [key("k")]).unwrap();
+    let forcer = thread::spawn(move || {
+        o.force_complete();
+        drop(o);
+        thread::current().id()
+    })
+    .join()
+    .unwrap();
+    assert_eq!(taken(&log), [(forcer, false)]);
+    // Cancelled, one by one and by key: dropped by the cancelling call.
+    let o = make(false);
+    p.try_complete_else_watch(o.clone(), [key("k")]).unwrap();
+    let weak_probe = o.completion();
+    assert!(p.cancel(&{ o }));
+    assert_eq!(taken(&log), [(me, false)]);
+    assert_eq!(block_on(weak_probe), Outcome::Cancelled);
+    p.try_complete_else_watch(make(false), [key("k")]).unwrap();
+    drop(p.cancel_for_key(&key("k")));
+    assert_eq!(taken(&log), [(me, false)]);
+    // Expired: dropped on the timer's thread, before advance_clock returns.
+    p.try_complete_else_watch(make(false), [key("k")]).unwrap();
+    clock.advance_ms(10);
+    p.advance_clock(Duration::ZERO);
+    let dropped = taken(&log);
+    assert_eq!(dropped.len(), 1);
+    assert!(dropped[0].0 != me && !dropped[0].1);
+    // Nothing waits for a later call.
+    assert_eq!(p.stats().watched, 0);
+    *probe.lock().unwrap() = None;
+}
+
+// ------------------------------------------------------- containment
+
+/// Hashes its id only; panics in `Hash` or `Eq` when asked.
+#[derive(Debug, Clone)]
+struct Touchy {
+    id: u32,
+    panic_hash: bool,
+    panic_eq: bool,
+}
+
+fn touchy(id: u32) -> Touchy {
+    Touchy {
+        id,
+        panic_hash: false,
+        panic_eq: false,
+    }
+}
+
+impl Hash for Touchy {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        assert!(!self.panic_hash, "Hash panics on purpose");
+        self.id.hash(state);
+    }
+}
+
+impl PartialEq for Touchy {
+    fn eq(&self, other: &Self) -> bool {
+        assert!(!self.panic_eq && !other.panic_eq, "Eq panics on purpose");
+        self.id == other.id
+    }
+}
+
+impl Eq for Touchy {}
+
+#[test]
+fn a_panicking_key_leaves_no_partial_watch() {
+    let p: Purgatory<Touchy, MockOp> = Purgatory::builder("touchy")
+        .clock(ManualClock::new())
+        .reaper(false)
+        .build()
+        .unwrap();
+    let other = op(1_000);
+    p.try_complete_else_watch(other.clone(), [touchy(9)])
+        .unwrap();
+    let bad_hash = Touchy {
+        panic_hash: true,
+        ..touchy(3)
+    };
+    // Equal hash to key 9, so the table compares them.
+    let bad_eq = Touchy {
+        panic_eq: true,
+        ..touchy(9)
+    };
+    for bad in [bad_hash, bad_eq] {
+        let o = op(1_000);
+        let panicked = catch_unwind(AssertUnwindSafe(|| {
+            p.try_complete_else_watch(o.clone(), [touchy(1), touchy(2), bad.clone()])
+        }));
+        assert!(panicked.is_err(), "the panic reaches the caller");
+        assert!(!o.is_watched() && o.outcome().is_none());
+        assert_eq!(p.watched_on(&touchy(1)), 0);
+        assert_eq!(p.watched_on(&touchy(2)), 0);
+        assert_eq!(p.watched_on(&touchy(9)), 1);
+        assert_eq!((p.watched(), p.delayed(), p.watched_keys()), (1, 1, 1));
+        // The operation is intact: it may be watched again.
+        assert_eq!(p.try_complete_else_watch(o.clone(), [touchy(1)]), Ok(false));
+        assert!(p.cancel(&o));
+    }
+    assert_eq!((p.watched(), p.delayed()), (1, 1));
+}
+
+#[test]
+fn absurd_shard_counts_are_errors() {
+    for shards in [0, usize::MAX, 1 << 36, PurgatoryBuilder::MAX_SHARDS + 1] {
+        let built = Purgatory::builder("shards")
+            .reaper(false)
+            .shards(shards)
+            .build::<Key, MockOp>();
+        assert_eq!(built.err(), Some(PurgatoryError::Shards(shards)));
+    }
+    let most = Purgatory::builder("shards")
+        .reaper(false)
+        .shards(PurgatoryBuilder::MAX_SHARDS)
+        .build::<Key, MockOp>();
+    assert!(most.is_ok());
+    let msg = PurgatoryError::Shards(0).to_string();
+    assert!(msg.contains("65536"), "{msg}");
+}
+
+/// Shutdown under either policy racing checks and forces from other
+/// threads: every operation leaves exactly once, and every waiter gets the
+/// outcome its operation reports.
+#[test]
+fn shutdown_racing_checks_and_forces_resolves_every_waiter_once() {
+    const OPS: usize = 200;
+    for policy in [ShutdownPolicy::Drop, ShutdownPolicy::Expire] {
+        let p: Arc<Purgatory<Key, MockOp>> = Arc::new(
+            Purgatory::builder("shutdown-race")
+                .clock(ManualClock::new())
+                .reaper(false)
+                .shutdown_policy(policy)
+                .build()
+                .unwrap(),
+        );
+        let ops: Arc<Vec<Operation<MockOp>>> = Arc::new((0..OPS).map(|_| op(60_000)).collect());
+        let completions: Vec<Completion> = ops.iter().map(Operation::completion).collect();
+        for (i, o) in ops.iter().enumerate() {
+            p.try_complete_else_watch(o.clone(), [key(&format!("k{}", i % 4))])
+                .unwrap();
+        }
+        let go = Arc::new(Barrier::new(3));
+        let racers: Vec<_> = (0..2)
+            .map(|role| {
+                let (p, ops, go) = (p.clone(), ops.clone(), go.clone());
+                thread::spawn(move || {
+                    go.wait();
+                    for (i, o) in ops.iter().enumerate().filter(|(i, _)| i % 2 == role) {
+                        if role == 0 {
+                            o.set_completable();
+                            p.check_and_complete(&key(&format!("k{}", i % 4)));
+                        } else {
+                            o.force_complete();
+                        }
+                    }
+                })
+            })
+            .collect();
+        go.wait();
+        let returned = p.shutdown().len();
+        for r in racers {
+            r.join().unwrap();
+        }
+        let shut_out = match policy {
+            ShutdownPolicy::Drop => Outcome::Cancelled,
+            _ => Outcome::Expired,
+        };
+        let mut ended_by_shutdown = 0;
+        for (o, c) in ops.iter().zip(completions) {
+            o.assert_sound();
+            let awaited = block_on(c);
+            let outcome = o.outcome().expect("every operation left");
+            if awaited == shut_out {
+                ended_by_shutdown += 1;
+            }
+            match (awaited, outcome) {
+                // Cancelled at shutdown, forced afterwards by its owner.
+                (Outcome::Cancelled, Outcome::Completed) => assert_eq!(o.completions(), 1),
+                _ => assert_eq!(awaited, outcome),
+            }
+            assert_eq!(o.completions(), usize::from(outcome != Outcome::Cancelled));
+        }
+        assert_eq!(ended_by_shutdown, returned, "{policy:?}");
+        assert_eq!((p.watched(), p.delayed()), (0, 0));
+    }
+}
