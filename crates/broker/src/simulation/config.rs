@@ -158,6 +158,25 @@ impl SimConfig {
         }
     }
 
+    /// A small virtual run for the crate's unit tests: 200 consumers in 10
+    /// groups, heartbeats every 100 ms, 300 ms sessions, 5% crashes and 5%
+    /// stalls, 2 s.
+    #[cfg(test)]
+    pub(crate) fn small_for_tests(seed: u64) -> Self {
+        SimConfig {
+            consumers: 200,
+            groups: 10,
+            heartbeat_interval_ms: 100,
+            session_timeout_ms: 300,
+            crash_rate: 0.05,
+            stall_rate: 0.05,
+            duration_ms: 2_000,
+            seed,
+            virtual_time: true,
+            handler_threads: 2,
+        }
+    }
+
     /// Checks every parameter; the error names the offending flag.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let fail = |msg: String| Err(ConfigError(msg));

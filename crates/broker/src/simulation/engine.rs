@@ -439,18 +439,7 @@ mod tests {
     use super::*;
 
     fn small(seed: u64) -> SimConfig {
-        SimConfig {
-            consumers: 200,
-            groups: 10,
-            heartbeat_interval_ms: 100,
-            session_timeout_ms: 300,
-            crash_rate: 0.05,
-            stall_rate: 0.05,
-            duration_ms: 2_000,
-            seed,
-            virtual_time: true,
-            handler_threads: 2,
-        }
+        SimConfig::small_for_tests(seed)
     }
 
     #[test]
