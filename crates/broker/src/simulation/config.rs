@@ -1,4 +1,4 @@
-//! The simulation's parameters and their validation.
+//! The simulation's parameters, their validation, and why a run cannot start.
 //!
 //! [`SimConfig`] holds what the `consumer_heartbeat` flags set. Validation
 //! turns every bad combination into a [`ConfigError`] with a message that
@@ -103,6 +103,32 @@ impl fmt::Display for ConfigError {
 }
 
 impl std::error::Error for ConfigError {}
+
+/// Why a simulation could not run.
+#[derive(Debug)]
+pub enum SimError {
+    /// The configuration is invalid.
+    Config(ConfigError),
+    /// The heartbeat purgatory could not be built.
+    Purgatory(String),
+}
+
+impl fmt::Display for SimError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SimError::Config(err) => write!(f, "{err}"),
+            SimError::Purgatory(err) => write!(f, "cannot build the heartbeat purgatory: {err}"),
+        }
+    }
+}
+
+impl std::error::Error for SimError {}
+
+impl From<ConfigError> for SimError {
+    fn from(err: ConfigError) -> Self {
+        SimError::Config(err)
+    }
+}
 
 impl SimConfig {
     /// The heartbeat jitter: each gap is the interval ± this much.

@@ -21,7 +21,6 @@
 //!   sleeps until the next heartbeat is due, and evictions happen on the
 //!   purgatory's executor thread as they would in a broker.
 
-use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -30,7 +29,7 @@ use rand::{Rng, SeedableRng};
 use timer::ManualClock;
 
 use super::calendar::Calendar;
-use super::config::{ConfigError, SimConfig};
+use super::config::{SimConfig, SimError};
 use super::handlers::{ConsumerIds, Handlers, Shared};
 use super::plan::{plan_fates, Fate};
 use super::recording::Recording;
@@ -39,32 +38,6 @@ use parking_lot::RwLock;
 
 use crate::coordinator::{Eviction, GroupCoordinator};
 use crate::id::{GroupId, MemberId};
-
-/// Why a simulation could not run.
-#[derive(Debug)]
-pub enum SimError {
-    /// The configuration is invalid.
-    Config(ConfigError),
-    /// The heartbeat purgatory could not be built.
-    Purgatory(String),
-}
-
-impl fmt::Display for SimError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SimError::Config(err) => write!(f, "{err}"),
-            SimError::Purgatory(err) => write!(f, "cannot build the heartbeat purgatory: {err}"),
-        }
-    }
-}
-
-impl std::error::Error for SimError {}
-
-impl From<ConfigError> for SimError {
-    fn from(err: ConfigError) -> Self {
-        SimError::Config(err)
-    }
-}
 
 #[derive(Debug)]
 struct Consumer {
