@@ -6,14 +6,17 @@
 //! cargo run --release --example consumer_heartbeat                    # real time, ~15 s
 //! cargo run --release --example consumer_heartbeat -- --virtual-time  # deterministic, fast
 //! cargo run --release --example consumer_heartbeat -- --virtual-time --plot run.svg
+//! cargo run --release --example consumer_heartbeat -- --virtual-time --consumers 1000000 --groups 10000 --duration-s 30
 //! cargo run --release --example consumer_heartbeat -- --help
 //! ```
 //!
 //! Prints a status line every second of simulated time (the interval grows
 //! with the duration, so that a run prints at most about 30; in virtual time
 //! each line says how long the rest will take), then a summary, and with
-//! `--json` the summary as one JSON object on the last line. A bad flag is
-//! refused with a message naming it and its valid range (exit code 2). Logging goes
+//! `--json` the summary as one JSON object on the last line. The coordinator
+//! answers on `--handler-threads` request-handler threads (default 2); a
+//! virtual run's summary is the same for any number. A bad flag is refused
+//! with a message naming it and its valid range (exit code 2). Logging goes
 //! through `env_logger` to stderr and defaults to `warn`, so the progress
 //! stays legible; `RUST_LOG=info` shows every eviction as
 //! `Member <member> in group <group> has failed, removing it from the group`.

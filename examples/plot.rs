@@ -6,9 +6,11 @@
 //! plotters' SVG backend, whose text is plain SVG `<text>` (no font files,
 //! no system library).
 
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use broker::simulation::{Recording, Summary};
+use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
@@ -125,6 +127,42 @@ fn y_range(values: impl Iterator<Item = f64> + Clone, from_zero: bool) -> (f64, 
     (min - pad, max + pad)
 }
 
+type Panel<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// One panel: caption, axes with their ranges and descriptions, a mesh.
+fn panel<'a, 'b>(
+    area: &'a Area<'b>,
+    caption: &str,
+    (x_range, x_desc): (Range<f64>, &str),
+    (y_range, y_desc): (Range<f64>, &str),
+) -> Result<Panel<'a, 'b>, Box<dyn std::error::Error>> {
+    let mut chart = ChartBuilder::on(area)
+        .caption(caption, CAPTION_FONT)
+        .margin(12)
+        .margin_right(30)
+        .x_label_area_size(40)
+        .y_label_area_size(80)
+        .build_cartesian_2d(x_range, y_range)?;
+    chart
+        .configure_mesh()
+        .x_desc(x_desc)
+        .y_desc(y_desc)
+        .label_style(LABEL_FONT)
+        .x_label_formatter(&tick_label)
+        .y_label_formatter(&tick_label)
+        .draw()?;
+    Ok(chart)
+}
+
+/// A tick's label: whole numbers without decimals, others with one.
+fn tick_label(value: &f64) -> String {
+    if (value - value.round()).abs() < 1e-9 {
+        format!("{value:.0}")
+    } else {
+        format!("{value:.1}")
+    }
+}
+
 fn time_series(
     area: &Area<'_>,
     caption: &str,
@@ -135,20 +173,12 @@ fn time_series(
     from_zero: bool,
 ) -> DrawResult {
     let (y0, y1) = y_range(points.iter().map(|p| p.1), from_zero);
-    let mut chart = ChartBuilder::on(area)
-        .caption(caption, CAPTION_FONT)
-        .margin(12)
-        .margin_right(30)
-        .x_label_area_size(40)
-        .y_label_area_size(80)
-        .build_cartesian_2d(0.0..end_s.max(0.001), y0..y1)?;
-    chart
-        .configure_mesh()
-        .x_desc("simulated time (s)")
-        .y_desc(y_desc)
-        .label_style(LABEL_FONT)
-        .y_label_formatter(&|v| format!("{v:.0}"))
-        .draw()?;
+    let mut chart = panel(
+        area,
+        caption,
+        (0.0..end_s.max(0.001), "simulated time (s)"),
+        (y0..y1, y_desc),
+    )?;
     chart.draw_series(LineSeries::new(
         points.iter().copied(),
         color.stroke_width(2),
@@ -178,21 +208,15 @@ fn delay_histogram(area: &Area<'_>, summary: &Summary, delays: &[u64]) -> DrawRe
         counts[((d - x0) / bin) as usize] += 1;
     }
     let top = counts.iter().copied().max().unwrap_or(0).max(1) as f64 * 1.15;
-    let mut chart = ChartBuilder::on(area)
-        .caption(caption, CAPTION_FONT)
-        .margin(12)
-        .margin_right(30)
-        .x_label_area_size(40)
-        .y_label_area_size(80)
-        .build_cartesian_2d(x0 as f64..x1 as f64, 0.0..top)?;
-    chart
-        .configure_mesh()
-        .x_desc("eviction time minus last heartbeat (ms)")
-        .y_desc("failures")
-        .label_style(LABEL_FONT)
-        .x_label_formatter(&|v| format!("{v:.0}"))
-        .y_label_formatter(&|v| format!("{v:.0}"))
-        .draw()?;
+    let mut chart = panel(
+        area,
+        &caption,
+        (
+            x0 as f64..x1 as f64,
+            "eviction time minus last heartbeat (ms)",
+        ),
+        (0.0..top, "failures"),
+    )?;
     chart
         .draw_series(
             counts

@@ -86,6 +86,8 @@ fn consumer_heartbeat_refuses_bad_input() {
         (&["--duration-s", "0.0001"], "'--duration-s <SECONDS>': must be a number of seconds from 0.001 to 604800, in whole milliseconds"),
         (&["--duration-s", "1000000"], "'--duration-s <SECONDS>': must be a number of seconds from 0.001 to 604800"),
         (&["--duration-s", "5"], "--duration-s (5 s) is too short"),
+        (&["--handler-threads", "0"], "'--handler-threads <HANDLER_THREADS>': must be a whole number from 1 to 64"),
+        (&["--seed", "-1"], "'--seed <SEED>': must be a whole number from 0 to 18446744073709551615"),
         (&["--plot", "run.png"], "'--plot <FILE.svg>': must be a file name ending in .svg, in an existing directory"),
         (&["--plot", "/no/such/dir/run.svg"], "'--plot <FILE.svg>': must be a file name ending in .svg"),
         (

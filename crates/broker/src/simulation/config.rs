@@ -1,4 +1,4 @@
-//! The simulation's parameters and their validation.
+//! The simulation's parameters, their validation, and why a run cannot start.
 //!
 //! [`SimConfig`] holds what the `consumer_heartbeat` flags set. Validation
 //! turns every bad combination into a [`ConfigError`] with a message that
@@ -104,6 +104,32 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
+/// Why a simulation could not run.
+#[derive(Debug)]
+pub enum SimError {
+    /// The configuration is invalid.
+    Config(ConfigError),
+    /// The heartbeat purgatory could not be built.
+    Purgatory(String),
+}
+
+impl fmt::Display for SimError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SimError::Config(err) => write!(f, "{err}"),
+            SimError::Purgatory(err) => write!(f, "cannot build the heartbeat purgatory: {err}"),
+        }
+    }
+}
+
+impl std::error::Error for SimError {}
+
+impl From<ConfigError> for SimError {
+    fn from(err: ConfigError) -> Self {
+        SimError::Config(err)
+    }
+}
+
 impl SimConfig {
     /// The heartbeat jitter: each gap is the interval ± this much.
     pub fn jitter_ms(&self) -> u64 {
@@ -155,6 +181,25 @@ impl SimConfig {
                 }
             }
             decade = decade.saturating_mul(10);
+        }
+    }
+
+    /// A small virtual run for the crate's unit tests: 200 consumers in 10
+    /// groups, heartbeats every 100 ms, 300 ms sessions, 5% crashes and 5%
+    /// stalls, 2 s.
+    #[cfg(test)]
+    pub(crate) fn small_for_tests(seed: u64) -> Self {
+        SimConfig {
+            consumers: 200,
+            groups: 10,
+            heartbeat_interval_ms: 100,
+            session_timeout_ms: 300,
+            crash_rate: 0.05,
+            stall_rate: 0.05,
+            duration_ms: 2_000,
+            seed,
+            virtual_time: true,
+            handler_threads: 2,
         }
     }
 

@@ -21,8 +21,6 @@
 //!   sleeps until the next heartbeat is due, and evictions happen on the
 //!   purgatory's executor thread as they would in a broker.
 
-use std::collections::HashMap;
-use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -31,7 +29,7 @@ use rand::{Rng, SeedableRng};
 use timer::ManualClock;
 
 use super::calendar::Calendar;
-use super::config::{ConfigError, SimConfig};
+use super::config::{SimConfig, SimError};
 use super::handlers::{ConsumerIds, Handlers, Shared};
 use super::plan::{plan_fates, Fate};
 use super::recording::Recording;
@@ -39,33 +37,7 @@ use super::summary::{percentile, Progress, Summary};
 use parking_lot::RwLock;
 
 use crate::coordinator::{Eviction, GroupCoordinator};
-use crate::id::{GroupId, IdHasher, MemberId};
-
-/// Why a simulation could not run.
-#[derive(Debug)]
-pub enum SimError {
-    /// The configuration is invalid.
-    Config(ConfigError),
-    /// The heartbeat purgatory could not be built.
-    Purgatory(String),
-}
-
-impl fmt::Display for SimError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SimError::Config(err) => write!(f, "{err}"),
-            SimError::Purgatory(err) => write!(f, "cannot build the heartbeat purgatory: {err}"),
-        }
-    }
-}
-
-impl std::error::Error for SimError {}
-
-impl From<ConfigError> for SimError {
-    fn from(err: ConfigError) -> Self {
-        SimError::Config(err)
-    }
-}
+use crate::id::{GroupId, MemberId};
 
 #[derive(Debug)]
 struct Consumer {
@@ -78,6 +50,15 @@ struct Consumer {
 impl Consumer {
     fn member_id(index: usize, incarnation: u32) -> MemberId {
         MemberId::new(format!("consumer-{index}-{incarnation}"))
+    }
+
+    /// The consumer a member id of [`Consumer::member_id`]'s making belongs
+    /// to (any incarnation), if it is one of the `consumers`.
+    fn index_of(member: &MemberId, consumers: usize) -> Option<usize> {
+        let rest = member.as_str().strip_prefix("consumer-")?;
+        let (index, incarnation) = rest.split_once('-')?;
+        incarnation.parse::<u32>().ok()?;
+        index.parse().ok().filter(|&i| i < consumers)
     }
 }
 
@@ -94,7 +75,6 @@ struct Engine<'a> {
     time: Time,
     rng: StdRng,
     consumers: Vec<Consumer>,
-    by_member: HashMap<MemberId, usize, IdHasher>,
     events: Calendar,
     generations_at_start: u64,
     rejoins: u64,
@@ -181,7 +161,6 @@ impl<'a> Engine<'a> {
             time,
             rng,
             consumers,
-            by_member: HashMap::with_capacity_and_hasher(config.consumers, IdHasher),
             events: Calendar::default(),
             generations_at_start: 0,
             rejoins: 0,
@@ -207,7 +186,6 @@ impl<'a> Engine<'a> {
         let session = Duration::from_millis(self.config.session_timeout_ms);
         let ids = self.shared.ids.read();
         for (index, consumer) in ids.iter().enumerate() {
-            self.by_member.insert(consumer.member.clone(), index);
             self.shared
                 .coordinator
                 .join_group(&consumer.group, &consumer.member, session)
@@ -327,7 +305,6 @@ impl<'a> Engine<'a> {
             ids[index].member = member.clone();
             ids[index].group.clone()
         };
-        self.by_member.insert(member.clone(), index);
         let session = Duration::from_millis(self.config.session_timeout_ms);
         self.shared
             .coordinator
@@ -349,7 +326,7 @@ impl<'a> Engine<'a> {
     }
 
     fn classify(&mut self, eviction: &Eviction, start_ms: u64) {
-        let Some(&index) = self.by_member.get(&eviction.member) else {
+        let Some(index) = Consumer::index_of(&eviction.member, self.consumers.len()) else {
             self.false_evictions += 1;
             return;
         };
@@ -439,18 +416,7 @@ mod tests {
     use super::*;
 
     fn small(seed: u64) -> SimConfig {
-        SimConfig {
-            consumers: 200,
-            groups: 10,
-            heartbeat_interval_ms: 100,
-            session_timeout_ms: 300,
-            crash_rate: 0.05,
-            stall_rate: 0.05,
-            duration_ms: 2_000,
-            seed,
-            virtual_time: true,
-            handler_threads: 2,
-        }
+        SimConfig::small_for_tests(seed)
     }
 
     #[test]
@@ -484,6 +450,27 @@ mod tests {
         engine.handle_due(2_000);
         assert_eq!(engine.rejoins, config.consumers as u64);
         assert_eq!(engine.shared.coordinator.alive_members(), config.consumers);
+    }
+
+    #[test]
+    fn member_ids_lead_back_to_their_consumer() {
+        for (index, incarnation) in [(0, 0), (17, 3), (199, 1)] {
+            let id = Consumer::member_id(index, incarnation);
+            assert_eq!(Consumer::index_of(&id, 200), Some(index));
+        }
+        for other in [
+            "consumer-200-0",
+            "consumer-1",
+            "consumer-x-0",
+            "member-1-0",
+            "consumer-1-x",
+        ] {
+            assert_eq!(
+                Consumer::index_of(&MemberId::new(other), 200),
+                None,
+                "{other}"
+            );
+        }
     }
 
     #[test]

@@ -58,10 +58,10 @@ mod recording;
 mod summary;
 
 pub use config::{
-    ConfigError, SimConfig, DEFAULT_HANDLER_THREADS, DETECTION_MARGIN_MS, JITTER_PERCENT,
+    ConfigError, SimConfig, SimError, DEFAULT_HANDLER_THREADS, DETECTION_MARGIN_MS, JITTER_PERCENT,
     MAX_CONSUMERS, MAX_DURATION_MS, MAX_HANDLER_THREADS, MAX_PLANNED_HEARTBEATS,
     MAX_PROGRESS_LINES,
 };
-pub use engine::{run, run_recorded, SimError};
+pub use engine::{run, run_recorded};
 pub use recording::{Recording, Sample, MAX_SAMPLES};
 pub use summary::{percentile, Progress, Summary};

@@ -68,24 +68,9 @@ mod tests {
 
     use super::*;
 
-    fn small() -> SimConfig {
-        SimConfig {
-            consumers: 200,
-            groups: 10,
-            heartbeat_interval_ms: 100,
-            session_timeout_ms: 300,
-            crash_rate: 0.05,
-            stall_rate: 0.05,
-            duration_ms: 2_000,
-            seed: 1,
-            virtual_time: true,
-            handler_threads: 1,
-        }
-    }
-
     #[test]
     fn fates_follow_the_plan() {
-        let config = small();
+        let config = SimConfig::small_for_tests(1);
         let fates = plan_fates(&config, &mut StdRng::seed_from_u64(1));
         let (first, last) = config.injection_window_ms();
         let mut crashes = 0;
