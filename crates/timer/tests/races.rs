@@ -84,9 +84,16 @@ fn race(tick: u64, wheel_size: usize, shards: usize) {
         );
         if r == 1 {
             let at = ran_at[i].load(Ordering::SeqCst);
-            assert!(at >= deadlines[i], "task {i} due at {} ran at {at}", deadlines[i]);
+            assert!(
+                at >= deadlines[i],
+                "task {i} due at {} ran at {at}",
+                deadlines[i]
+            );
         }
-        assert!(!timer.cancel(&handles[i]), "a second cancel of task {i} acted");
+        assert!(
+            !timer.cancel(&handles[i]),
+            "a second cancel of task {i} acted"
+        );
     }
     assert_eq!(timer.len(), 0);
     assert!(timer.shutdown().is_empty());
