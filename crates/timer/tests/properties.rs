@@ -123,16 +123,10 @@ proptest! {
         ops in prop::collection::vec(crowd(), 1..30),
     ) {
         let clock = ManualClock::starting_at_ms(12_345);
-        let timer = TimerBuilder::new()
-            .clock(clock.clone())
-            .tick(Duration::from_millis(tick))
-            .wheel_size(wheel_size)
-            .shards(shards)
-            .build()
-            .unwrap();
-        let fired = Arc::new(Mutex::new(Vec::new()));
-        let mut model = Model::default();
-        let mut handles = Vec::new();
+        let builder = TimerBuilder::new().clock(clock.clone());
+        let builder = builder.tick(Duration::from_millis(tick)).wheel_size(wheel_size);
+        let timer = builder.shards(shards).build().unwrap();
+        let (fired, mut model, mut handles) = (Arc::new(Mutex::new(Vec::new())), Model::default(), Vec::new());
         for op in ops {
             match op {
                 Crowd::Burst { n, delay, spread } => {
