@@ -127,6 +127,61 @@ fn tasks_survive_a_clock_that_panics_inside_advance_clock() {
     }
 }
 
+/// The same in the middle of a long visit: bursts in coarse buckets of two
+/// shards, handed over chunk by chunk, with the clock panicking at any of
+/// the visit's readings. Every task still fires exactly once, none early.
+#[test]
+fn tasks_survive_a_clock_that_panics_between_chunks() {
+    const N: usize = 1_500;
+    for reading in 1..=16 {
+        let panicky = Arc::new(PanickyClock {
+            time: ManualClock::new(),
+            countdown: AtomicUsize::new(0),
+            armed: AtomicBool::new(false),
+        });
+        let clock: Arc<dyn Clock> = panicky.clone();
+        let timer: Timer = TimerBuilder::new()
+            .shared_clock(clock.clone())
+            .shards(2)
+            .build()
+            .unwrap();
+        let runs: Arc<Vec<AtomicUsize>> = Arc::new((0..N).map(|_| AtomicUsize::new(0)).collect());
+        let early = Arc::new(AtomicUsize::new(0));
+        for i in 0..N {
+            // Three bursts: a level-2 bucket's final pass finds them due.
+            let delay = [810u64, 1_010, 1_190][i % 3];
+            let (runs, early, time) = (runs.clone(), early.clone(), panicky.time.clone());
+            let task: Box<dyn FnOnce() + Send> = Box::new(move || {
+                runs[i].fetch_add(1, Ordering::SeqCst);
+                if time.now_ms() < delay {
+                    early.fetch_add(1, Ordering::SeqCst);
+                }
+            });
+            timer.add(Duration::from_millis(delay), task).unwrap();
+        }
+        panicky.time.set_ms(1_100);
+        panicky.countdown.store(reading, Ordering::SeqCst);
+        panicky.armed.store(true, Ordering::SeqCst);
+        let first = catch_unwind(AssertUnwindSafe(|| timer.advance_clock(Duration::ZERO)));
+        panicky.armed.store(false, Ordering::SeqCst);
+        for ms in [1_100, 1_150, 1_200, 1_300] {
+            panicky.time.set_ms(ms);
+            timer.advance_clock(Duration::ZERO);
+        }
+        timer.wait_for_executor();
+        for (i, r) in runs.iter().enumerate() {
+            assert_eq!(
+                r.load(Ordering::SeqCst),
+                1,
+                "panic at reading {reading} (first advance: {:?}): task {i}",
+                first.is_ok()
+            );
+        }
+        assert_eq!(early.load(Ordering::SeqCst), 0);
+        assert_eq!(timer.len(), 0);
+    }
+}
+
 /// With the clock at its end, a task whose deadline saturated stays pending,
 /// and `advance_clock` waits out its timeout instead of returning at once.
 #[test]

@@ -132,6 +132,7 @@ impl TimerBuilder {
             clock,
             executor,
             shut_down: AtomicBool::new(false),
+            handing_over: AtomicUsize::new(0),
             name: self.name,
             tick_ms,
         })

@@ -69,7 +69,7 @@ mod tests;
 mod wakeup;
 
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -147,6 +147,10 @@ pub struct Timer<T: TimerTask = Box<dyn FnOnce() + Send>> {
     clock: Arc<dyn Clock>,
     executor: Executor<T>,
     shut_down: AtomicBool,
+    /// Chunks of expired tasks taken out of a shard and not handed to the
+    /// executor yet: `shutdown` lets them through before it closes the
+    /// executor, as they are no longer in any wheel to be handed back.
+    handing_over: AtomicUsize,
     name: String,
     tick_ms: u64,
 }
@@ -306,6 +310,12 @@ impl<T: TimerTask> Timer<T> {
             pending.append(&mut state.wheel.drain());
             state.armed = u64::MAX;
             shard.size.store(0, Ordering::Relaxed);
+        }
+        // A visit that took a chunk out of a shard before the flag was set
+        // hands it over now (it does so without any lock, so this wait is
+        // short); later visits see the flag under the shard's lock.
+        while self.handing_over.load(Ordering::Acquire) > 0 {
+            std::thread::yield_now();
         }
         self.queue.close();
         self.executor.close();

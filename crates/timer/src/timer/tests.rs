@@ -155,3 +155,64 @@ fn adds_into_an_idle_shard(shards: usize, tick: u64, warm: u64) {
     assert_eq!(timer.len(), 0);
     timer.shutdown();
 }
+
+/// A shutdown that lands between a visit taking a chunk of due tasks out of
+/// a shard and handing them to the executor: those tasks are neither in the
+/// wheel (so `shutdown` cannot hand them back) nor run yet. They must still
+/// run: shutdown waits for the hand-over before it closes the executor.
+#[test]
+fn a_shutdown_during_a_chunked_hand_over_loses_no_task() {
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::OnceLock;
+    use std::time::Instant;
+
+    const N: usize = 1_000; // several flush chunks
+    let clock = ManualClock::new();
+    let timer: Arc<Timer> = Arc::new(
+        TimerBuilder::new()
+            .clock(clock.clone())
+            .shards(1)
+            .build()
+            .unwrap(),
+    );
+    let ran = Arc::new(AtomicUsize::new(0));
+    for _ in 0..N {
+        let ran = ran.clone();
+        let task: Box<dyn FnOnce() + Send> = Box::new(move || {
+            ran.fetch_add(1, Ordering::SeqCst);
+        });
+        timer.add(Duration::from_millis(5), task).unwrap();
+    }
+    clock.set_ms(5);
+    // Handed back by the shutdown, once it has returned.
+    let handed_back: Arc<OnceLock<usize>> = Arc::new(OnceLock::new());
+    let (hook_timer, hook_back) = (timer.clone(), handed_back.clone());
+    let mut first = true;
+    wakeup::BEFORE_HAND_OVER.set(Some(Box::new(move || {
+        if !std::mem::take(&mut first) {
+            return;
+        }
+        let (timer, back) = (hook_timer.clone(), hook_back.clone());
+        std::thread::spawn(move || back.set(timer.shutdown().len()).unwrap());
+        // Let the shutdown get as far as it can without this chunk: to its
+        // end, or (waiting for the hand-over) not.
+        let waited = Instant::now();
+        while hook_back.get().is_none() && waited.elapsed() < Duration::from_millis(100) {
+            std::thread::yield_now();
+        }
+    })));
+    timer.advance_clock(Duration::ZERO);
+    wakeup::BEFORE_HAND_OVER.set(None);
+    let waited = Instant::now();
+    while handed_back.get().is_none() && waited.elapsed() < Duration::from_secs(1) {
+        std::thread::yield_now();
+    }
+    let back = *handed_back.get().expect("shutdown returned");
+    // Shutdown ran on another thread: it ran what the executor had been handed.
+    assert_eq!(
+        ran.load(Ordering::SeqCst) + back,
+        N,
+        "ran {}, handed back {back}",
+        ran.load(Ordering::SeqCst)
+    );
+}

@@ -91,6 +91,15 @@ struct TakenWakeUp<'a> {
     index: usize,
 }
 
+#[cfg(test)]
+thread_local! {
+    /// Runs on the advancing thread after a chunk's lock is released and
+    /// before its tasks are handed over: lets the crate's tests interleave
+    /// there.
+    pub(super) static BEFORE_HAND_OVER: std::cell::RefCell<Option<Box<dyn FnMut()>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
 impl Drop for TakenWakeUp<'_> {
     fn drop(&mut self) {
         self.queue.offer(self.due, self.index);
@@ -149,6 +158,11 @@ impl<T: TimerTask> Timer<T> {
                     return any;
                 }
                 let step = current.step(&mut state.wheel, until, &mut expired);
+                if !expired.is_empty() {
+                    // Counted under the lock: a shutdown that drains this
+                    // shard afterwards waits for the hand-over below.
+                    self.handing_over.fetch_add(1, Ordering::Relaxed);
+                }
                 any |= step.buckets > 0 || step.spent() > 0;
                 phase = current.after(step, &state.wheel, now);
                 shard.size.store(state.wheel.len(), Ordering::Relaxed);
@@ -159,7 +173,12 @@ impl<T: TimerTask> Timer<T> {
                     phase = None;
                 }
             }
-            self.hand_over(expired);
+            #[cfg(test)]
+            BEFORE_HAND_OVER.with_borrow_mut(|hook| hook.as_mut().map(|hook| hook()));
+            if !expired.is_empty() {
+                self.hand_over(expired);
+                self.handing_over.fetch_sub(1, Ordering::Release);
+            }
         }
         any
     }
@@ -183,12 +202,10 @@ impl<T: TimerTask> Timer<T> {
 
     /// Gives expired tasks to the executor.
     fn hand_over(&self, expired: Vec<T>) {
-        if expired.is_empty() {
-            return;
-        }
         if let Err(tasks) = self.executor.submit_batch(expired) {
-            // Only after shutdown; such tasks are dropped unrun, like the
-            // rest of the pending ones.
+            // Not expected: shutdown closes the executor only after every
+            // chunk taken out of a shard has been handed over (see
+            // `handing_over`). Such tasks could only be dropped unrun.
             log::warn!(
                 "timer {}: {} expired tasks dropped by shutdown",
                 self.name,

@@ -79,6 +79,8 @@
 mod cascade;
 mod level;
 #[cfg(test)]
+mod pass_tests;
+#[cfg(test)]
 mod properties;
 #[cfg(test)]
 mod tests;

@@ -1,0 +1,190 @@
+//! Passes over crowded coarse buckets, looked at from inside: a bucket whose
+//! entries fill all its chains, paused mid-way in every chain, with cancels
+//! under the cursors and new entries arriving while it is paused; level
+//! boundaries under a tick that does not divide evenly; and huge jumps of
+//! time. Virtual time only.
+
+use super::{Insertion, TimingWheel};
+use crate::bucket::{chain, CHAINS, NOT_PAUSED};
+use crate::entries::{TimerHandle, NIL};
+
+fn schedule(wheel: &mut TimingWheel<u64>, deadline: u64) -> TimerHandle {
+    let task = wheel.round_deadline(deadline);
+    match wheel.insert(deadline, task) {
+        Insertion::Scheduled(handle) => handle,
+        Insertion::Expired(_) => panic!("deadline {deadline} expired at insert"),
+    }
+}
+
+/// Advances bucket by bucket up to `until`; returns `(now, task)` for every
+/// fired task (a task is its rounded deadline).
+fn run_until(wheel: &mut TimingWheel<u64>, until: u64) -> Vec<(u64, u64)> {
+    let mut fired = Vec::new();
+    while let Some(next) = wheel.next_expiration().filter(|&n| n <= until) {
+        wheel.advance(next, |d| fired.push((next, d)));
+    }
+    wheel.advance(until, |d| fired.push((until, d)));
+    fired
+}
+
+/// The bucket id a waiting task is linked into.
+fn bucket_of(wheel: &TimingWheel<u64>, handle: TimerHandle) -> u32 {
+    let index = wheel.entries.resolve(handle).expect("waiting");
+    wheel.entries.slot(index).bucket
+}
+
+#[test]
+fn a_paused_early_pass_survives_cancels_under_its_cursors_and_new_back_entries() {
+    // Tick 1, 20 buckets: the level-1 bucket [100, 120) has its early pass
+    // at 90, which moves 100..110 (the front) and leaves 110..120 (the
+    // back). 96 entries alternate front and back over all eight chains.
+    let mut wheel: TimingWheel<u64> = TimingWheel::new(1, 20, 0).unwrap();
+    let handles: Vec<TimerHandle> = (0..96u64)
+        .map(|i| schedule(&mut wheel, 100 + (i * 7) % 20))
+        .collect();
+    let id = bucket_of(&wheel, handles[0]);
+    assert!(handles.iter().all(|&h| bucket_of(&wheel, h) == id));
+    let mut chains_used = [false; CHAINS];
+    for &h in &handles {
+        chains_used[chain(wheel.entries.resolve(h).unwrap())] = true;
+    }
+    assert_eq!(chains_used, [true; CHAINS], "the bucket fills every chain");
+
+    // A few entries into the early pass, it pauses with a cursor in each chain.
+    let step = wheel.advance_bounded(90, 12, |d| panic!("{d} fired at 90"));
+    assert!(!step.done);
+    assert!(wheel.buckets[id as usize].is_paused());
+    let cursors = wheel.buckets[id as usize].cursor;
+    assert!(cursors.iter().all(|&c| c != NOT_PAUSED));
+
+    // Cancel every entry a cursor rests on, and one entry behind each.
+    let mut cancelled = Vec::new();
+    for &h in &handles {
+        let index = wheel.entries.resolve(h);
+        if index.is_some_and(|i| cursors.contains(&i)) {
+            let next = wheel.entries.slot(index.unwrap()).next;
+            cancelled.push(wheel.cancel(h).unwrap());
+            if next != NIL {
+                let behind = handles
+                    .iter()
+                    .copied()
+                    .find(|&g| wheel.entries.resolve(g) == Some(next))
+                    .unwrap();
+                cancelled.push(wheel.cancel(behind).unwrap());
+            }
+        }
+    }
+    assert!(!cancelled.is_empty());
+
+    // New entries while paused: 115 joins the paused bucket's back (level 0
+    // spans only [90, 110)), 105 goes to level 0, 119 equals the last back
+    // deadline.
+    let late: Vec<TimerHandle> = [115, 105, 119, 110, 109]
+        .into_iter()
+        .map(|d| schedule(&mut wheel, d))
+        .collect();
+    assert_eq!(bucket_of(&wheel, late[0]), id);
+    assert_eq!(bucket_of(&wheel, late[2]), id);
+    assert_eq!(bucket_of(&wheel, late[3]), id);
+    assert!(bucket_of(&wheel, late[1]) < 20 && bucket_of(&wheel, late[4]) < 20);
+
+    let fired = run_until(&mut wheel, 200);
+    assert!(fired.iter().all(|&(now, d)| now == d), "{fired:?}");
+    let mut got: Vec<u64> = fired.iter().map(|&(_, d)| d).collect();
+    got.sort_unstable();
+    let mut want: Vec<u64> = (0..96u64).map(|i| 100 + (i * 7) % 20).collect();
+    for d in cancelled {
+        let at = want.iter().position(|&w| w == d).unwrap();
+        want.remove(at);
+    }
+    want.extend([115, 105, 119, 110, 109]);
+    want.sort_unstable();
+    assert_eq!(got, want);
+    assert!(wheel.is_empty());
+}
+
+#[test]
+fn cancelling_every_entry_of_a_paused_pass_ends_the_bucket_round() {
+    let mut wheel: TimingWheel<u64> = TimingWheel::new(1, 20, 0).unwrap();
+    let handles: Vec<TimerHandle> = (0..40u64)
+        .map(|i| schedule(&mut wheel, 100 + i % 20))
+        .collect();
+    let id = bucket_of(&wheel, handles[0]);
+    assert!(!wheel.advance_bounded(90, 3, |_| {}).done);
+    let left: usize = handles
+        .iter()
+        .filter(|&&h| wheel.cancel(h).is_some())
+        .count();
+    assert_eq!(left + wheel.len(), 40);
+    assert!(wheel.advance(90, |d| panic!("{d} fired at 90")) == 0);
+    let moved_early: Vec<u64> = run_until(&mut wheel, 200)
+        .into_iter()
+        .map(|(_, d)| d)
+        .collect();
+    assert!(moved_early.iter().all(|&d| d < 110), "{moved_early:?}");
+    assert!(wheel.is_empty());
+    assert!(!wheel.buckets[id as usize].is_paused());
+    // The bucket takes a later round cleanly.
+    let again = schedule(&mut wheel, 500);
+    assert_eq!(run_until(&mut wheel, 600), [(500, 500)]);
+    assert!(!wheel.contains(again));
+}
+
+#[test]
+fn level_boundaries_under_a_seven_ms_tick_fire_on_time() {
+    for wheel_size in [2usize, 3, 20] {
+        let start = 1_003;
+        let mut wheel: TimingWheel<u64> = TimingWheel::new(7, wheel_size, start).unwrap();
+        let mut want = Vec::new();
+        for level in 0..5u32 {
+            let interval = 7 * (wheel_size as u64).pow(level + 1);
+            let base = start - start % interval;
+            for k in 1..3 {
+                for off in [-1i64, 0, 1] {
+                    let deadline = (base + k * interval).saturating_add_signed(off);
+                    if deadline.div_ceil(7) * 7 > start - start % 7 + 7 {
+                        schedule(&mut wheel, deadline);
+                        want.push(deadline.div_ceil(7) * 7);
+                    }
+                }
+            }
+        }
+        let fired = run_until(&mut wheel, 1 << 30);
+        assert!(
+            fired.iter().all(|&(now, d)| now == d),
+            "size {wheel_size}: {fired:?}"
+        );
+        let mut got: Vec<u64> = fired.into_iter().map(|(_, d)| d).collect();
+        got.sort_unstable();
+        want.sort_unstable();
+        assert_eq!(got, want, "size {wheel_size}");
+    }
+}
+
+#[test]
+fn after_a_huge_jump_new_entries_land_in_the_right_slots() {
+    for (tick, wheel_size) in [(1u64, 20usize), (7, 3), (10, 64), (1, 2)] {
+        let mut wheel: TimingWheel<u64> = TimingWheel::new(tick, wheel_size, 0).unwrap();
+        for d in [5u64, 500, 50_000, 5_000_000, 1 << 33] {
+            schedule(&mut wheel, d);
+        }
+        let jump = (1u64 << 40) + 3;
+        assert_eq!(wheel.advance(jump, |d| assert!(d <= jump)), 5);
+        // The levels' current slots follow the jump: entries added now fire
+        // exactly at their (rounded) deadlines, from every level.
+        let mut want = Vec::new();
+        for delay in [1u64, 2, 19, 20, 21, 399, 400, 401, 8_000, 1 << 20] {
+            let deadline = jump + delay;
+            schedule(&mut wheel, deadline);
+            want.push(deadline.div_ceil(tick) * tick);
+        }
+        let fired = run_until(&mut wheel, jump + (1 << 21));
+        assert!(
+            fired.iter().all(|&(now, d)| now == d),
+            "tick {tick}: {fired:?}"
+        );
+        let got: Vec<u64> = fired.into_iter().map(|(_, d)| d).collect();
+        want.sort_unstable();
+        assert_eq!(got, want, "tick {tick}, size {wheel_size}");
+    }
+}
