@@ -8,7 +8,7 @@
 //! early when another shard has due work, and ends by re-arming the shard's
 //! wake-up ([`next_wakeup`]).
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use super::shard::ShardState;
@@ -152,6 +152,7 @@ impl<T: TimerTask> Timer<T> {
                 .peek_expiration()
                 .map_or(now, |next| next.min(now));
             let mut expired = Vec::new();
+            let mut handing_over = None;
             {
                 let mut state = shard.lock_for_advance();
                 if self.shut_down.load(Ordering::Acquire) {
@@ -160,8 +161,9 @@ impl<T: TimerTask> Timer<T> {
                 let step = current.step(&mut state.wheel, until, &mut expired);
                 if !expired.is_empty() {
                     // Counted under the lock: a shutdown that drains this
-                    // shard afterwards waits for the hand-over below.
-                    self.handing_over.fetch_add(1, Ordering::Relaxed);
+                    // shard afterwards waits for the hand-over below, and
+                    // the guard lowers the count even if this visit unwinds.
+                    handing_over = Some(HandingOver::new(&self.handing_over));
                 }
                 any |= step.buckets > 0 || step.spent() > 0;
                 phase = current.after(step, &state.wheel, now);
@@ -177,8 +179,8 @@ impl<T: TimerTask> Timer<T> {
             BEFORE_HAND_OVER.with_borrow_mut(|hook| hook.as_mut().map(|hook| hook()));
             if !expired.is_empty() {
                 self.hand_over(expired);
-                self.handing_over.fetch_sub(1, Ordering::Release);
             }
+            drop(handing_over);
         }
         any
     }
@@ -212,5 +214,23 @@ impl<T: TimerTask> Timer<T> {
                 tasks.len()
             );
         }
+    }
+}
+
+/// One chunk taken out of a shard and not yet handed to the executor:
+/// [`Timer::shutdown`] waits until none is left, so it never closes the
+/// executor in front of tasks it did not drain.
+struct HandingOver<'a>(&'a AtomicUsize);
+
+impl<'a> HandingOver<'a> {
+    fn new(count: &'a AtomicUsize) -> Self {
+        count.fetch_add(1, Ordering::Relaxed);
+        HandingOver(count)
+    }
+}
+
+impl Drop for HandingOver<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Release);
     }
 }
