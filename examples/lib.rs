@@ -55,3 +55,9 @@ impl Default for Timeline {
         Self::new()
     }
 }
+
+/// The README's code blocks, compiled and run as doc tests so that they stay
+/// true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
