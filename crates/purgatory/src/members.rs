@@ -12,17 +12,21 @@ pub(crate) struct Membership {
     pub(crate) slot: u32,
 }
 
-/// How many memberships an operation keeps without allocating.
-const INLINE_MEMBERS: usize = 4;
-
-/// An operation's memberships: inline for the first few keys (so the common
-/// case costs no allocation beyond the operation itself), spilling to a
-/// vector for more.
+/// An operation's memberships: the first inline, the others (an operation
+/// watched under several keys) in an exactly sized boxed slice.
+///
+/// Every watched operation carries one, and most wait on a single key (a
+/// heartbeat, a fetch on one partition), so the single key is what is kept
+/// small: 32 bytes and no allocation (`members_are_32_bytes` checks it).
+/// Each further key reallocates the slice once, which is cheap next to the
+/// lock taken to join that key's list.
 #[derive(Debug, Default)]
 pub(crate) struct Members {
-    inline: [Membership; INLINE_MEMBERS],
-    len: usize,
-    spill: Vec<Membership>,
+    /// Meaningful when `len >= 1`.
+    first: Membership,
+    len: u32,
+    /// Memberships `1..len`; empty (no allocation) for one key.
+    rest: Box<[Membership]>,
 }
 
 impl Members {
@@ -31,16 +35,19 @@ impl Members {
     }
 
     pub(crate) fn push(&mut self, m: Membership) {
-        if self.len < INLINE_MEMBERS {
-            self.inline[self.len] = m;
+        if self.len == 0 {
+            self.first = m;
         } else {
-            self.spill.push(m);
+            let mut rest = std::mem::take(&mut self.rest).into_vec();
+            rest.reserve_exact(1);
+            rest.push(m);
+            self.rest = rest.into_boxed_slice();
         }
         self.len += 1;
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.len
+        self.len as usize
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -48,9 +55,45 @@ impl Members {
     }
 
     pub(crate) fn iter(&self) -> impl Iterator<Item = Membership> + '_ {
-        self.inline[..self.len.min(INLINE_MEMBERS)]
-            .iter()
-            .chain(&self.spill)
-            .copied()
+        let first = (self.len > 0).then_some(self.first);
+        first.into_iter().chain(self.rest.iter().copied())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(i: u32) -> Membership {
+        Membership {
+            shard: i,
+            list: i + 1,
+            slot: i + 2,
+        }
+    }
+
+    #[test]
+    fn members_are_32_bytes() {
+        assert_eq!(std::mem::size_of::<Membership>(), 12);
+        assert_eq!(std::mem::size_of::<Members>(), 32);
+    }
+
+    #[test]
+    fn one_key_is_inline_and_more_keys_keep_their_order() {
+        let mut members = Members::new();
+        assert!(members.is_empty());
+        assert_eq!(members.iter().count(), 0);
+        members.push(m(7));
+        assert_eq!((members.len(), members.rest.len()), (1, 0));
+        for i in 8..12 {
+            members.push(m(i));
+        }
+        assert_eq!(members.len(), 5);
+        let got: Vec<(u32, u32, u32)> = members.iter().map(|m| (m.shard, m.list, m.slot)).collect();
+        let want: Vec<(u32, u32, u32)> = (7..12).map(|i| (i, i + 1, i + 2)).collect();
+        assert_eq!(got, want);
+        let taken = std::mem::take(&mut members);
+        assert!(members.is_empty());
+        assert_eq!(taken.len(), 5);
     }
 }
