@@ -12,20 +12,25 @@ pub(crate) struct Membership {
     pub(crate) slot: u32,
 }
 
+/// The most room [`Members::with_capacity`] makes up front.
+const MAX_ROOM: usize = 64;
+
 /// An operation's memberships: the first inline, the others (an operation
-/// watched under several keys) in an exactly sized boxed slice.
+/// watched under several keys) in a boxed slice.
 ///
 /// Every watched operation carries one, and most wait on a single key (a
 /// heartbeat, a fetch on one partition), so the single key is what is kept
 /// small: 32 bytes and no allocation (`members_are_32_bytes` checks it).
-/// Each further key reallocates the slice once, which is cheap next to the
-/// lock taken to join that key's list.
+/// Several keys cost one allocation, sized up front by
+/// [`with_capacity`](Self::with_capacity) from the number of keys expected;
+/// a key beyond it reallocates the slice.
 #[derive(Debug, Default)]
 pub(crate) struct Members {
     /// Meaningful when `len >= 1`.
     first: Membership,
     len: u32,
-    /// Memberships `1..len`; empty (no allocation) for one key.
+    /// Memberships `1..len` at its front; its tail is room for more.
+    /// Empty (no allocation) for one key.
     rest: Box<[Membership]>,
 }
 
@@ -34,9 +39,24 @@ impl Members {
         Self::default()
     }
 
+    /// No memberships yet, with room for `keys` without reallocating. The
+    /// count comes from the caller's iterator (its `size_hint`), so it is
+    /// trusted only up to [`MAX_ROOM`]: a wrong hint costs reallocations,
+    /// never a huge allocation.
+    pub(crate) fn with_capacity(keys: usize) -> Self {
+        let room = keys.saturating_sub(1).min(MAX_ROOM);
+        Members {
+            rest: vec![Membership::default(); room].into_boxed_slice(),
+            ..Self::default()
+        }
+    }
+
     pub(crate) fn push(&mut self, m: Membership) {
-        if self.len == 0 {
+        let at = self.len as usize;
+        if at == 0 {
             self.first = m;
+        } else if let Some(room) = self.rest.get_mut(at - 1) {
+            *room = m;
         } else {
             let mut rest = std::mem::take(&mut self.rest).into_vec();
             rest.reserve_exact(1);
@@ -56,7 +76,8 @@ impl Members {
 
     pub(crate) fn iter(&self) -> impl Iterator<Item = Membership> + '_ {
         let first = (self.len > 0).then_some(self.first);
-        first.into_iter().chain(self.rest.iter().copied())
+        let rest = &self.rest[..self.len().saturating_sub(1)];
+        first.into_iter().chain(rest.iter().copied())
     }
 }
 
@@ -95,5 +116,29 @@ mod tests {
         let taken = std::mem::take(&mut members);
         assert!(members.is_empty());
         assert_eq!(taken.len(), 5);
+    }
+
+    #[test]
+    fn room_made_up_front_is_filled_in_place_and_only_what_was_pushed_counts() {
+        let mut members = Members::with_capacity(3);
+        assert_eq!((members.len(), members.rest.len()), (0, 2));
+        assert_eq!(members.iter().count(), 0);
+        members.push(m(1));
+        members.push(m(2));
+        let room = members.rest.as_ptr();
+        assert_eq!(members.iter().map(|m| m.shard).collect::<Vec<_>>(), [1, 2]);
+        members.push(m(3));
+        assert_eq!(members.rest.as_ptr(), room, "filled in place");
+        members.push(m(4));
+        assert_eq!(members.len(), 4);
+        let shards: Vec<u32> = members.iter().map(|m| m.shard).collect();
+        assert_eq!(shards, [1, 2, 3, 4]);
+        assert_eq!(
+            Members::with_capacity(1).rest.len(),
+            0,
+            "one key: no allocation"
+        );
+        assert_eq!(Members::with_capacity(0).rest.len(), 0);
+        assert_eq!(Members::with_capacity(usize::MAX).rest.len(), MAX_ROOM);
     }
 }

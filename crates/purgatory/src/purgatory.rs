@@ -283,7 +283,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
         shared: &Arc<Shared<Op>>,
         keys: impl Iterator<Item = K>,
     ) -> (Members, bool) {
-        let mut members = Members::new();
+        let mut members = Members::with_capacity(keys.size_hint().0);
         let closed = || self.home.is_shut_down();
         let joined = catch_unwind(AssertUnwindSafe(|| {
             for key in keys {
