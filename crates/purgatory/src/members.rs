@@ -22,11 +22,9 @@ const MAX_ROOM: usize = 64;
 /// (an operation watched under more keys) in a boxed slice.
 ///
 /// Every watched operation carries one. Three in place, not one: an
-/// allocation per operation with two or three keys (a produce to a few
-/// partitions) costs more CPU per request than the 24 bytes it saves per
-/// operation (W2's check mode measured about 14% more CPU per request with
-/// one in place). 56 bytes (`members_are_56_bytes` checks it), where four
-/// in place and a vector took 80. More keys cost one allocation, sized up
+/// allocation for every operation with two or three keys (a produce to a
+/// few partitions) costs more CPU per request than the 24 bytes it would
+/// save per operation. 56 bytes (`members_are_56_bytes` checks it). More keys cost one allocation, sized up
 /// front by [`with_capacity`](Self::with_capacity) from the number of keys
 /// expected; a key beyond it reallocates the slice.
 #[derive(Debug, Default)]
