@@ -283,7 +283,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
         shared: &Arc<Shared<Op>>,
         keys: impl Iterator<Item = K>,
     ) -> (Members, bool) {
-        let mut members = Members::new();
+        let mut members = Members::with_capacity(keys.size_hint().0);
         let closed = || self.home.is_shut_down();
         let joined = catch_unwind(AssertUnwindSafe(|| {
             for key in keys {
@@ -321,7 +321,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
         match self.home.timer.add(timeout, task) {
             Ok(handle) => {
                 let mut links = shared.links.lock();
-                if links.epoch == epoch && links.owner.is_some() {
+                if shared.epoch(&links) == epoch && links.owner.is_some() {
                     links.timer = Some(handle);
                     self.home.add_armed();
                 } else {
@@ -336,8 +336,8 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
             Err(ShutdownError(task)) => {
                 drop(task);
                 let _guard = shared.lock();
-                let ours =
-                    shared.is_claimed_by(self.home.addr()) && shared.links.lock().epoch == epoch;
+                let ours = shared.is_claimed_by(self.home.addr())
+                    && shared.epoch(&shared.links.lock()) == epoch;
                 let released = if ours && !shared.is_completed() {
                     self.apply_shutdown_policy(shared)
                 } else {

@@ -228,7 +228,7 @@ impl<Op: DelayedOperation> Shared<Op> {
                 let links = self.links.lock();
                 // Otherwise cancelled (and maybe watched again) since this
                 // entry was armed.
-                links.owner.is_some() && links.epoch == epoch
+                links.owner.is_some() && self.epoch(&links) == epoch
             };
             if !ours {
                 return;

@@ -36,8 +36,9 @@
 //! # Where the memory goes back
 //!
 //! Once a batch is freed, its retired entries hold the last weak references
-//! to operations nobody else holds. They go to a short queue of *unlinked*
-//! operations, and each watch drops up to [`DROPS_PER_WATCH`] of them, so
+//! to operations nobody else holds (and the memberships of operations with
+//! several keys, allocated by the watching thread too). They go to a short
+//! queue of *unlinked* operations, and each watch drops up to [`DROPS_PER_WATCH`] of them, so
 //! that an operation's memory usually returns to the allocator on a thread
 //! that allocates operations. (With glibc's malloc a block freed by another
 //! thread than the one that allocated it goes back through the allocating
@@ -89,13 +90,18 @@ pub(crate) trait Unwatch<Op: DelayedOperation>: Send + Sync {
 
 type Stripe<Op> = CachePadded<Mutex<Vec<Retired<Op>>>>;
 
+/// An unlinked operation: its last weak reference, and its memberships,
+/// whose spill storage (an operation with several keys) was allocated by
+/// the watching thread and so goes back there too.
+type Unlinked<Op> = (Weak<Shared<Op>>, Members);
+
 /// Retired operations waiting to be freed, striped by thread, and unlinked
 /// operations waiting for their memory to be let go.
 pub(crate) struct RetireQueue<Op: DelayedOperation> {
     stripes: Box<[Stripe<Op>]>,
     /// Oldest first. Allocated once with room for [`UNLINKED_MAX`], so
     /// queueing never allocates.
-    unlinked: CachePadded<Mutex<VecDeque<Weak<Shared<Op>>>>>,
+    unlinked: CachePadded<Mutex<VecDeque<Unlinked<Op>>>>,
     /// `unlinked.len()`, readable without its lock; changed only under it.
     unlinked_len: AtomicUsize,
 }
@@ -166,7 +172,7 @@ impl<Op: DelayedOperation> RetireQueue<Op> {
         if self.unlinked_len.load(Ordering::Relaxed) == 0 {
             return;
         }
-        let taken: [Option<Weak<Shared<Op>>>; DROPS_PER_WATCH] = {
+        let taken: [Option<Unlinked<Op>>; DROPS_PER_WATCH] = {
             let mut queue = self.unlinked.lock();
             let taken = std::array::from_fn(|_| queue.pop_front());
             self.unlinked_len.store(queue.len(), Ordering::Relaxed);
@@ -195,7 +201,8 @@ impl<Op: DelayedOperation> RetireQueue<Op> {
         {
             let mut queue = self.unlinked.lock();
             let room = UNLINKED_MAX.saturating_sub(queue.len());
-            queue.extend(batch.drain(..room.min(batch.len())).map(|r| r.op));
+            let unlinked = batch.drain(..room.min(batch.len()));
+            queue.extend(unlinked.map(|r| (r.op, r.members)));
             self.unlinked_len.store(queue.len(), Ordering::Relaxed);
         }
         // What did not fit (usually nothing) goes here, with the batch's

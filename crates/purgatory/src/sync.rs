@@ -8,10 +8,14 @@
 //! the tests check does not depend on them.
 
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{AtomicBool, AtomicIsize, AtomicU8, AtomicUsize, Ordering};
+pub(crate) use std::sync::atomic::{
+    AtomicBool, AtomicIsize, AtomicU32, AtomicU8, AtomicUsize, Ordering,
+};
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{AtomicBool, AtomicIsize, AtomicU8, AtomicUsize, Ordering};
+pub(crate) use loom::sync::atomic::{
+    AtomicBool, AtomicIsize, AtomicU32, AtomicU8, AtomicUsize, Ordering,
+};
 
 /// A mutual-exclusion lock whose `lock` returns the guard directly (no
 /// poisoning): parking_lot's, or under `cfg(loom)` loom's behind the same

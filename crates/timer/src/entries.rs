@@ -22,7 +22,15 @@
 //!   so that a handle from another arena (another wheel, another timer's
 //!   shard) never resolves here, even where index and generation match.
 //!   Ids come from one process-wide counter and repeat only after 2^32 - 1
-//!   arenas have been created.
+//!   arenas have been created (or emptied, see below).
+//! - An arena that empties while it holds more than [`KEEP_SLOTS`] slots
+//!   gives its memory back (a broker's peak of millions of pending tasks
+//!   must not stay resident once they are gone) and takes a fresh owner id,
+//!   so that no handle issued before resolves against the slots it grows
+//!   again (their generations start over). Emptying is rare under load and
+//!   the check is one comparison on the freeing path; below `KEEP_SLOTS`
+//!   the slots stay, so a lightly loaded timer that empties often never
+//!   reallocates.
 
 use std::fmt;
 use std::mem::MaybeUninit;
@@ -45,6 +53,10 @@ pub(crate) const SHARD_BITS: u32 = 6;
 pub(crate) const MAX_SHARDS: usize = 1 << SHARD_BITS;
 const GENERATION_BITS: u32 = 32 - SHARD_BITS;
 const GENERATION_MASK: u32 = (1 << GENERATION_BITS) - 1;
+
+/// Slots an emptied arena keeps (128 KiB of 32-byte slots); above this it
+/// frees them all (see the module invariants).
+pub(crate) const KEEP_SLOTS: usize = 4096;
 
 /// The owner id of no arena (a detached handle's).
 const NO_OWNER: u32 = 0;
@@ -203,8 +215,35 @@ impl<T> Entries<T> {
     }
 
     /// Frees an occupied slot and returns its task. The slot must already be
-    /// unlinked from its bucket.
+    /// unlinked from its bucket. Gives the arena's memory back if this was
+    /// the last entry of a large arena (see the module invariants): every
+    /// index is then out of range until the arena grows again.
     pub(crate) fn remove(&mut self, index: u32) -> T {
+        let task = self.take(index);
+        if self.len == 0 && self.slots.capacity() > KEEP_SLOTS {
+            self.release_memory();
+        }
+        task
+    }
+
+    /// Frees every slot of an empty arena and retires its owner id, so that
+    /// handles issued so far stay stale when indices are reused from 0.
+    fn release_memory(&mut self) {
+        debug_assert_eq!(self.len, 0);
+        self.slots = Vec::new();
+        self.free_head = NIL;
+        self.owner = next_owner();
+    }
+
+    /// Slots allocated (occupied, vacant, or room to grow into).
+    #[cfg(test)]
+    pub(crate) fn capacity(&self) -> usize {
+        self.slots.capacity()
+    }
+
+    /// [`remove`](Self::remove) without giving memory back, for loops over
+    /// the slots.
+    fn take(&mut self, index: u32) -> T {
         let slot = &mut self.slots[index as usize];
         assert!(slot.bucket != VACANT, "removing a vacant timer entry");
         debug_assert_eq!(slot.bucket, UNLINKED, "entry still linked in a bucket");
@@ -251,8 +290,11 @@ impl<T> Entries<T> {
             let slot = &mut self.slots[index as usize];
             if slot.bucket != VACANT {
                 slot.bucket = UNLINKED;
-                f(self.remove(index));
+                f(self.take(index));
             }
+        }
+        if self.slots.capacity() > KEEP_SLOTS {
+            self.release_memory();
         }
     }
 }
@@ -366,6 +408,78 @@ mod tests {
             }),
             None
         );
+    }
+
+    /// Fills an arena with `n` entries and frees them all, returning the
+    /// handle of the last entry freed.
+    fn fill_and_empty(entries: &mut Entries<u64>, n: u64) -> TimerHandle {
+        let indices: Vec<u32> = (0..n).map(|i| entries.insert(i, i)).collect();
+        let mut last = TimerHandle::DETACHED;
+        for &i in &indices {
+            last = entries.handle(i);
+            entries.slot_mut(i).bucket = UNLINKED;
+            entries.remove(i);
+        }
+        last
+    }
+
+    #[test]
+    fn a_large_arena_gives_its_memory_back_once_emptied() {
+        let mut entries = Entries::new();
+        let n = 3 * KEEP_SLOTS as u64;
+        let first = entries.insert(0, 0);
+        let first_handle = entries.handle(first);
+        entries.slot_mut(first).bucket = UNLINKED;
+        entries.remove(first);
+        assert!(entries.capacity() > 0, "a small arena keeps its slots");
+        let last = fill_and_empty(&mut entries, n);
+        assert_eq!(entries.len(), 0);
+        assert_eq!(entries.capacity(), 0, "emptied: every slot freed");
+        // Indices start over at 0 with fresh generations: no handle issued
+        // before the arena emptied may resolve against the new entries.
+        let again: Vec<u32> = (0..n).map(|i| entries.insert(i, i)).collect();
+        assert_eq!(again[0], 0);
+        assert_eq!(entries.resolve(first_handle), None);
+        assert_eq!(entries.resolve(last), None);
+        assert_eq!(entries.resolve(entries.handle(again[0])), Some(0));
+    }
+
+    #[test]
+    fn a_small_arena_keeps_its_slots_when_emptied() {
+        let mut entries = Entries::new();
+        fill_and_empty(&mut entries, KEEP_SLOTS as u64 / 2);
+        let capacity = entries.capacity();
+        assert!(capacity > 0 && capacity <= KEEP_SLOTS, "{capacity}");
+        let owner = entries.owner;
+        let i = entries.insert(1, 1);
+        assert_eq!(entries.owner, owner, "nothing released, nothing renamed");
+        assert_eq!(entries.capacity(), capacity, "reused, not regrown");
+        assert_eq!(entries.slot(i).deadline, 1);
+    }
+
+    #[test]
+    fn a_large_arena_not_yet_empty_keeps_its_slots() {
+        let mut entries = Entries::new();
+        let keep = entries.insert(0, 0);
+        fill_and_empty(&mut entries, 2 * KEEP_SLOTS as u64);
+        assert!(entries.capacity() > KEEP_SLOTS);
+        let handle = entries.handle(keep);
+        assert_eq!(entries.resolve(handle), Some(keep));
+        entries.slot_mut(keep).bucket = UNLINKED;
+        assert_eq!(entries.remove(keep), 0);
+        assert_eq!(entries.capacity(), 0);
+    }
+
+    #[test]
+    fn draining_a_large_arena_gives_its_memory_back() {
+        let mut entries = Entries::new();
+        for i in 0..2 * KEEP_SLOTS as u64 {
+            entries.insert(i, i);
+        }
+        let mut drained = 0;
+        entries.drain(|_| drained += 1);
+        assert_eq!(drained, 2 * KEEP_SLOTS);
+        assert_eq!(entries.capacity(), 0);
     }
 
     #[test]

@@ -216,3 +216,29 @@ fn a_shutdown_during_a_chunked_hand_over_loses_no_task() {
         ran.load(Ordering::SeqCst)
     );
 }
+
+#[test]
+fn a_timer_emptied_by_batched_cancels_frees_every_shard_arena() {
+    let (clock, timer) = two_shards();
+    let n = 3 * crate::entries::KEEP_SLOTS;
+    let mut handles: Vec<TimerHandle> = (0..n)
+        .map(|i| {
+            timer
+                .add(Duration::from_millis(10 + i as u64), Box::new(|| {}))
+                .unwrap()
+        })
+        .collect();
+    let capacity = |timer: &Timer| -> usize {
+        let shards = timer.shards.iter();
+        shards.map(|s| s.state.lock().wheel.arena_capacity()).sum()
+    };
+    assert!(capacity(&timer) >= n);
+    assert_eq!(timer.cancel_all(&mut handles), n);
+    assert_eq!(timer.len(), 0);
+    assert_eq!(capacity(&timer), 0);
+    // The wheels still visit the buckets the cancelled tasks were in.
+    clock.advance_ms(10 * n as u64);
+    timer.advance_clock(Duration::ZERO);
+    assert_eq!((timer.len(), capacity(&timer)), (0, 0));
+    timer.shutdown();
+}

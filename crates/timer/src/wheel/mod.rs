@@ -334,6 +334,12 @@ impl<T> TimingWheel<T> {
         Some(self.entries.remove(index))
     }
 
+    /// Slots the wheel's arena holds (for tests of its shrinking).
+    #[cfg(test)]
+    pub(crate) fn arena_capacity(&self) -> usize {
+        self.entries.capacity()
+    }
+
     /// Queues bucket `id` to be visited at `due`.
     fn offer(&mut self, due: u64, id: u32) {
         self.earliest_offered = self.earliest_offered.min(due);

@@ -411,3 +411,33 @@ fn a_burst_under_a_paused_final_pass_starts_out_with_the_first_chunk() {
     assert_eq!(chunks.iter().sum::<usize>() as u64, N);
     assert!(wheel.is_empty());
 }
+
+// ---- Memory: an emptied wheel gives its arena back.
+
+#[test]
+fn a_wheel_emptied_by_expiry_or_cancel_frees_its_arena_and_keeps_working() {
+    use crate::entries::KEEP_SLOTS;
+    let n = 2 * KEEP_SLOTS as u64;
+    let mut wheel = TimingWheel::new(1, 20, 0).unwrap();
+    let handles: Vec<_> = (1..=n).map(|d| schedule(&mut wheel, d, d)).collect();
+    assert!(wheel.entries.capacity() >= n as usize);
+    let fired = run_until(&mut wheel, n);
+    assert_eq!(fired.len(), n as usize);
+    assert!(wheel.is_empty());
+    assert_eq!(wheel.entries.capacity(), 0, "expired to empty: arena freed");
+    assert!(handles.iter().all(|&h| wheel.cancel(h).is_none()));
+
+    // Stale handles stay harmless once indices are reused from 0.
+    let again: Vec<_> = (1..=n).map(|d| schedule(&mut wheel, n + d, d)).collect();
+    assert!(handles.iter().all(|&h| !wheel.contains(h)));
+    assert_eq!(wheel.len(), n as usize);
+    for (i, &h) in again.iter().enumerate() {
+        assert_eq!(wheel.cancel(h), Some(i as u64 + 1));
+    }
+    assert_eq!(
+        wheel.entries.capacity(),
+        0,
+        "cancelled to empty: arena freed"
+    );
+    assert!(run_until(&mut wheel, 3 * n).is_empty());
+}
