@@ -1,0 +1,188 @@
+//! The watch lists' internals: slots, detached lists, chunked scans.
+
+use super::*;
+use crate::members::Members;
+use crate::operation::Operation;
+use std::collections::hash_map::RandomState;
+use std::time::Duration;
+
+struct Nop;
+impl DelayedOperation for Nop {
+    fn timeout(&self) -> Duration {
+        Duration::from_secs(1)
+    }
+    fn try_complete(&self) -> bool {
+        false
+    }
+    fn on_complete(&self) {}
+}
+
+fn op() -> Arc<Shared<Nop>> {
+    Operation::new(Nop).0
+}
+
+fn watch(
+    index: &WatchIndex<&'static str, Nop, RandomState>,
+    key: &'static str,
+    op: &Arc<Shared<Nop>>,
+) -> Membership {
+    index.watch(key, op, || false).expect("open")
+}
+
+fn unwatch(
+    index: &WatchIndex<&'static str, Nop, RandomState>,
+    m: Membership,
+    op: &Arc<Shared<Nop>>,
+) {
+    let mut members = Members::new();
+    members.push(m);
+    index.unwatch_batch(&[Retired {
+        op: Arc::downgrade(op),
+        members,
+        timer: None,
+    }]);
+}
+
+#[test]
+fn slots_are_reused_and_an_emptied_key_is_removed() {
+    // One shard, so that the second key lands where the first was.
+    let index = WatchIndex::<&str, Nop, _>::new(1, RandomState::new());
+    let (a, b, c) = (op(), op(), op());
+    let ma = watch(&index, "k", &a);
+    let mb = watch(&index, "k", &b);
+    assert_eq!((ma.slot, mb.slot), (0, 1));
+    assert_eq!((index.len_of(&"k"), index.keys()), (2, 1));
+    unwatch(&index, ma, &a);
+    let mc = watch(&index, "k", &c);
+    assert_eq!(mc.slot, 0, "the freed slot is reused");
+    unwatch(&index, mb, &b);
+    unwatch(&index, mc, &c);
+    assert_eq!((index.len_of(&"k"), index.keys()), (0, 0));
+    // The list id is recycled with a new generation.
+    let md = watch(&index, "other", &a);
+    assert_eq!(md.list, ma.list);
+    let shard = index.shards[md.shard as usize].lock();
+    assert_eq!(shard.lists[md.list as usize].generation, 1);
+}
+
+#[test]
+fn a_detached_list_lives_until_its_last_operation_leaves() {
+    let index = WatchIndex::<&str, Nop, _>::new(2, RandomState::new());
+    let (a, b) = (op(), op());
+    let ma = watch(&index, "k", &a);
+    let mb = watch(&index, "k", &b);
+    let mut out = Vec::new();
+    assert!(index.remove(&"k", &mut out));
+    assert_eq!(out.len(), 2);
+    assert_eq!(index.keys(), 0);
+    // The key can get a new list while the old one is still occupied.
+    let c = op();
+    let mc = watch(&index, "k", &c);
+    assert_ne!(mc.list, ma.list);
+    unwatch(&index, ma, &a);
+    unwatch(&index, mb, &b);
+    let shard = index.shards[ma.shard as usize].lock();
+    assert!(shard.lists[ma.list as usize].list.is_none(), "freed");
+    assert!(shard.free_ids.contains(&ma.list));
+    drop(shard);
+    assert_eq!(index.len_of(&"k"), 1);
+}
+
+#[test]
+fn a_chunked_scan_stops_when_its_list_is_recycled() {
+    let index = WatchIndex::<&str, Nop, _>::new(2, RandomState::new());
+    let ops: Vec<_> = (0..5).map(|_| op()).collect();
+    let members: Vec<_> = ops.iter().map(|o| watch(&index, "k", o)).collect();
+    // These operations are not claimed by a purgatory, so a scan copies
+    // none of them; the test is about the cursor alone.
+    let mut out = Vec::new();
+    let cursor = index.scan(&"k", None, 0, &mut out).expect("more to scan");
+    for (m, o) in members.iter().zip(&ops) {
+        unwatch(&index, *m, o);
+    }
+    let other = op();
+    watch(&index, "k2", &other);
+    assert!(index.scan(&"k", Some(cursor), 10, &mut out).is_none());
+    assert!(out.is_empty());
+}
+
+/// A batch touching a few shards (scanned once per shard) and one
+/// touching more than `FEW_SHARDS` (sorted by shard) both free every
+/// slot and remove every emptied key.
+#[test]
+fn batches_over_few_and_many_shards_free_every_slot() {
+    const KEYS: [&str; 40] = [
+        "k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7", "k8", "k9", "k10", "k11", "k12", "k13",
+        "k14", "k15", "k16", "k17", "k18", "k19", "k20", "k21", "k22", "k23", "k24", "k25", "k26",
+        "k27", "k28", "k29", "k30", "k31", "k32", "k33", "k34", "k35", "k36", "k37", "k38", "k39",
+    ];
+    for keys_used in [2, KEYS.len()] {
+        let index = WatchIndex::<&str, Nop, _>::new(64, RandomState::new());
+        let ops: Vec<_> = (0..64).map(|_| op()).collect();
+        let batch: Vec<Retired<Nop>> = (0..64)
+            .map(|i| {
+                let o = &ops[i];
+                let mut members = Members::new();
+                for j in 0..3 {
+                    members.push(watch(&index, KEYS[(i + j) % keys_used], o));
+                }
+                Retired {
+                    op: Arc::downgrade(o),
+                    members,
+                    timer: None,
+                }
+            })
+            .collect();
+        let shards: std::collections::HashSet<u32> = batch
+            .iter()
+            .flat_map(|r| r.members.iter().map(|m| m.shard))
+            .collect();
+        assert_eq!(shards.len() > FEW_SHARDS, keys_used > 2, "{shards:?}");
+        assert_eq!(index.keys(), keys_used);
+        index.unwatch_batch(&batch);
+        assert_eq!(index.keys(), 0);
+        assert!(KEYS.iter().all(|k| index.len_of(k) == 0));
+        // Only the batch's weak references remain.
+        assert!(batch.iter().all(|r| r.op.weak_count() == 1));
+    }
+}
+
+/// A hasher whose output fits in 32 bits (here the key's number) still
+/// spreads keys over the shards.
+#[test]
+fn narrow_hashes_spread_over_shards() {
+    #[derive(Default)]
+    struct Narrow(u64);
+    impl std::hash::Hasher for Narrow {
+        fn write(&mut self, bytes: &[u8]) {
+            for &b in bytes {
+                if b.is_ascii_digit() {
+                    self.0 = self.0 * 10 + u64::from(b - b'0');
+                }
+            }
+        }
+        fn finish(&self) -> u64 {
+            self.0
+        }
+    }
+    let index =
+        WatchIndex::<String, Nop, _>::new(64, std::hash::BuildHasherDefault::<Narrow>::default());
+    let shards: std::collections::HashSet<usize> =
+        (0..256).map(|i| index.locate(&format!("k{i}")).1).collect();
+    assert!(shards.len() > 32, "{} shards used", shards.len());
+}
+
+#[test]
+fn members_spill_past_the_inline_capacity() {
+    let mut members = Members::new();
+    for i in 0..10u32 {
+        members.push(Membership {
+            shard: i,
+            list: i,
+            slot: i,
+        });
+    }
+    assert_eq!(members.len(), 10);
+    let shards: Vec<u32> = members.iter().map(|m| m.shard).collect();
+    assert_eq!(shards, (0..10).collect::<Vec<_>>());
+}
