@@ -62,10 +62,9 @@ impl<S> PurgatoryBuilder<S> {
     /// The hasher of watch keys (default: std's [`RandomState`], SipHash
     /// with a random seed, which resists keys chosen to collide). Every
     /// watch and check hashes its key once; with short keys SipHash is a
-    /// noticeable part of a watch's cost (in W2, with 3 keys per request,
-    /// rustc's FxHasher cut the watching thread's instructions per request
-    /// by 17% and its CPU time by up to a tenth), so a faster hasher pays
-    /// where keys are not chosen by untrusted clients.
+    /// noticeable part of a watch's cost (docs/PERFORMANCE.md has W2's
+    /// figures with rustc's FxHasher), so a faster hasher pays where keys
+    /// are not chosen by untrusted clients.
     /// Kafka's keys include client-chosen strings (group and transactional
     /// ids); keep a seeded, collision-resistant hasher for those.
     pub fn hasher<S2: KeyHasher>(self, hasher: S2) -> PurgatoryBuilder<S2> {

@@ -86,8 +86,8 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
     /// * Its memory is then returned by the threads that watch new
     ///   operations, two per
     ///   [`try_complete_else_watch`](Self::try_complete_else_watch), so that
-    ///   it goes back to the allocator where it was allocated. At most 512
-    ///   wait.
+    ///   it goes back to the allocator where it was allocated. A bounded
+    ///   number (eight retired batches' worth) wait.
     ///
     /// So a bounded amount of memory lingers, and nothing that a `Drop`
     /// releases. [`advance_clock`](Self::advance_clock) and shutdown call

@@ -446,8 +446,6 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> WatchIndex<K, Op, S> {
             // that their cache misses overlap (the slots were last written
             // long ago, often by another core) and the removals below find
             // their lines in cache, holding the lock for less time.
-            // (Reasoned; the end-to-end effect was within the machine's
-            // noise.)
             for &(m, _) in chunk {
                 if let Some(slot) = shard.list(m.list).slab.slots.get(m.slot as usize) {
                     timer::internal::prefetch(slot);
