@@ -2,7 +2,7 @@
 //!
 //! An entry lives in one [`Slot`] of a `Vec` for as long as it waits in the
 //! wheel, so inserting never allocates once the arena has grown to the peak
-//! number of pending tasks, and every other structure (bucket lists, handles)
+//! number of pending tasks, and every other structure (buckets, handles)
 //! refers to an entry by its `u32` index instead of a pointer.
 //!
 //! Invariants:
@@ -121,9 +121,9 @@ impl fmt::Debug for TimerHandle {
 /// without a niche, such as a `u64`: 32 instead of 40
 /// bytes per pending task, checked by `slot_is_32_bytes_for_word_sized_tasks`.
 pub(crate) struct Slot<T> {
-    /// Previous entry in the bucket list, or [`NIL`].
-    pub(crate) prev: u32,
-    /// Next entry in the bucket list (or, when vacant, the next free slot), or [`NIL`].
+    /// Where the entry sits in its bucket's arrays (see `bucket`).
+    pub(crate) pos: u32,
+    /// When vacant, the next free slot, or [`NIL`].
     pub(crate) next: u32,
     /// Bucket holding the entry, [`UNLINKED`], or [`VACANT`].
     pub(crate) bucket: u32,
@@ -192,7 +192,7 @@ impl<T> Entries<T> {
                 crate::prefetch::prefetch(next);
             }
             let slot = &mut self.slots[index as usize];
-            slot.prev = NIL;
+            slot.pos = 0;
             slot.next = NIL;
             slot.bucket = UNLINKED;
             slot.deadline = deadline;
@@ -204,7 +204,7 @@ impl<T> Entries<T> {
             .filter(|&i| i < UNLINKED)
             .expect("timer arena is full: more than 2^32 - 2 pending entries");
         self.slots.push(Slot {
-            prev: NIL,
+            pos: 0,
             next: NIL,
             bucket: UNLINKED,
             generation: 0,
@@ -274,6 +274,16 @@ impl<T> Entries<T> {
         let current = slot.generation | self.tag;
         let live = slot.bucket != VACANT && current == handle.generation;
         (live && handle.owner == self.owner).then_some(handle.index)
+    }
+
+    /// Starts fetching slot `index` into the cache (both of its lines, when
+    /// it straddles two), ahead of a walk that reaches it soon.
+    #[inline(always)]
+    pub(crate) fn prefetch(&self, index: u32) {
+        if let Some(slot) = self.slots.get(index as usize) {
+            crate::prefetch::prefetch(slot);
+            crate::prefetch::prefetch(&slot.task);
+        }
     }
 
     pub(crate) fn slot(&self, index: u32) -> &Slot<T> {

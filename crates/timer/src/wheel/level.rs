@@ -2,10 +2,9 @@
 //! to, moving the levels' clocks, and the invariant that a bucket never holds
 //! entries from two rounds of its level.
 
-use crate::bucket::Bucket;
+use crate::bucket::{Bucket, Side};
 #[cfg(test)]
 use crate::entries::TimerHandle;
-use crate::entries::NIL;
 
 use super::TimingWheel;
 
@@ -115,13 +114,13 @@ impl<T> TimingWheel<T> {
         if deadline < expiration.saturating_add(front) {
             // Its early pass moves it: at the front, where that pass looks
             // (and stops at the first entry it leaves).
-            debug_assert!(!bucket.is_paused(), "early pass under way");
-            bucket.push_front(id, &mut self.entries, index);
+            debug_assert!(!bucket.paused, "early pass under way");
+            bucket.push(id, &mut self.entries, index, Side::Front);
             if new_round {
                 bucket.min_deadline = u64::MAX;
             }
         } else {
-            bucket.push_back(id, &mut self.entries, index);
+            bucket.push(id, &mut self.entries, index, Side::Back);
             bucket.min_deadline = match new_round {
                 true => deadline,
                 false => bucket.min_deadline.min(deadline),
@@ -213,15 +212,9 @@ impl<T> TimingWheel<T> {
         let bucket = &self.buckets[id as usize];
         let tick = self.levels[id as usize / self.wheel_size as usize].tick;
         let start = bucket.expiration();
-        bucket.heads().into_iter().all(|mut at| {
-            while at != NIL {
-                let slot = self.entries.slot(at);
-                if slot.deadline < start || slot.deadline - start >= tick {
-                    return false;
-                }
-                at = slot.next;
-            }
-            true
+        bucket.iter().all(|at| {
+            let deadline = self.entries.slot(at).deadline;
+            deadline >= start && deadline - start < tick
         })
     }
 }
