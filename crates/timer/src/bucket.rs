@@ -21,8 +21,9 @@
 //!
 //! Invariants:
 //! - An entry is in at most one bucket, at `front[p]` or `back[p]` as its
-//!   slot's `pos` says ([`FRONT`] bit, and `p` below it), and its `bucket`
-//!   field names that bucket (or is `UNLINKED`).
+//!   slot's `pos` says ([`FRONT`] bit, and `p` below it), and its slot's
+//!   state is the bucket's level (`UNLINKED` when in none); the level and
+//!   the entry's deadline name the bucket (see the wheel's `bucket_id`).
 //! - `expiration` is the start of the time range the bucket currently covers,
 //!   or [`NO_EXPIRATION`] while it covers none (never filled, or just
 //!   flushed). It changes only through [`Bucket::set_expiration`], whose
@@ -110,14 +111,14 @@ impl Bucket {
         }
     }
 
-    /// Adds the unlinked entry `index` to `side` and records `id` as its
-    /// bucket.
+    /// Adds the unlinked entry `index` to `side` and records `level` (the
+    /// bucket's) in its slot.
     ///
     /// # Panics
     /// When one array would hold more than 2^31 entries (64 GiB of slots:
     /// memory runs out long before).
     #[inline]
-    pub(crate) fn push<T>(&mut self, id: u32, entries: &mut Entries<T>, index: u32, side: Side) {
+    pub(crate) fn push<T>(&mut self, level: u32, entries: &mut Entries<T>, index: u32, side: Side) {
         let list = self.side(side);
         let at = u32::try_from(list.len())
             .ok()
@@ -125,8 +126,8 @@ impl Bucket {
             .expect("timer bucket is full: 2^31 entries in one array");
         list.push(index);
         let slot = entries.slot_mut(index);
-        debug_assert_eq!(slot.bucket, UNLINKED, "entry is already in a bucket");
-        slot.bucket = id;
+        debug_assert_eq!(slot.state(), UNLINKED, "entry is already in a bucket");
+        slot.set_state(level);
         slot.pos = match side {
             Side::Front => at | FRONT,
             Side::Back => at,
@@ -138,8 +139,8 @@ impl Bucket {
     pub(crate) fn unlink<T>(&mut self, entries: &mut Entries<T>, index: u32) {
         let pos = {
             let slot = entries.slot_mut(index);
-            debug_assert!(slot.bucket != UNLINKED, "entry is not in a bucket");
-            slot.bucket = UNLINKED;
+            debug_assert!(slot.state() != UNLINKED, "entry is not in a bucket");
+            slot.set_state(UNLINKED);
             slot.pos
         };
         let list = match pos & FRONT {
@@ -166,7 +167,7 @@ impl Bucket {
         }
         let slot = entries.slot_mut(index);
         debug_assert_eq!(slot.pos & !FRONT, list.len() as u32);
-        slot.bucket = UNLINKED;
+        slot.set_state(UNLINKED);
         Some(index)
     }
 
@@ -204,11 +205,11 @@ mod tests {
     use super::*;
 
     /// Checks the invariant between the arrays and the slots' `pos`.
-    fn check(bucket: &Bucket, entries: &Entries<u32>, id: u32) {
+    fn check(bucket: &Bucket, entries: &Entries<u32>, level: u32) {
         for (side, list) in [(FRONT, &bucket.front), (0, &bucket.back)] {
             for (at, &index) in list.iter().enumerate() {
                 let slot = entries.slot(index);
-                assert_eq!(slot.bucket, id);
+                assert_eq!(slot.state(), level);
                 assert_eq!(slot.pos, at as u32 | side, "entry {index}");
             }
         }
@@ -228,14 +229,14 @@ mod tests {
         // The first, a middle one and the last of each side.
         for i in [0, 3, 39, 1, 20, 38, 21] {
             bucket.unlink(&mut entries, ids[i]);
-            assert_eq!(entries.slot(ids[i]).bucket, UNLINKED);
+            assert_eq!(entries.slot(ids[i]).state(), UNLINKED);
             check(&bucket, &entries, 7);
         }
         assert_eq!(bucket.len(), 33);
         let mut popped = Vec::new();
         for side in [Side::Front, Side::Back] {
             while let Some(i) = bucket.pop(&mut entries, side) {
-                assert_eq!(entries.slot(i).bucket, UNLINKED);
+                assert_eq!(entries.slot(i).state(), UNLINKED);
                 check(&bucket, &entries, 7);
                 popped.push(i);
             }

@@ -292,7 +292,8 @@ impl<T> TimingWheel<T> {
                     debug_assert!(!paused.whole, "final pass keeps {deadline}");
                     step.kept += 1;
                     kept_min = kept_min.min(deadline);
-                    self.buckets[id as usize].push(id, &mut self.entries, index, Side::Back);
+                    let bucket = &mut self.buckets[id as usize];
+                    bucket.push(level as u32, &mut self.entries, index, Side::Back);
                 }
             }
         }

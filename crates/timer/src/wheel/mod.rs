@@ -323,7 +323,9 @@ impl<T> TimingWheel<T> {
     /// stale (the task expired, was cancelled, or the slot was reused).
     pub fn cancel(&mut self, handle: TimerHandle) -> Option<T> {
         let index = self.entries.resolve(handle)?;
-        let bucket = &mut self.buckets[self.entries.slot(index).bucket as usize];
+        let slot = self.entries.slot(index);
+        let id = self.bucket_id(slot.state() as usize, slot.deadline);
+        let bucket = &mut self.buckets[id as usize];
         // A paused pass resumes from what is left in the arrays: nothing to
         // fix up.
         bucket.unlink(&mut self.entries, index);

@@ -4,9 +4,9 @@
 //! boundaries under a tick that does not divide evenly; and huge jumps of
 //! time. Virtual time only.
 
-use super::{Insertion, TimingWheel};
+use super::{Insertion, TimingWheel, MAX_DEADLINE_MS};
 use crate::bucket::{FRONT, LOOKAHEAD};
-use crate::entries::TimerHandle;
+use crate::entries::{TimerHandle, MAX_LEVELS};
 
 fn schedule(wheel: &mut TimingWheel<u64>, deadline: u64) -> TimerHandle {
     let task = wheel.round_deadline(deadline);
@@ -27,10 +27,23 @@ fn run_until(wheel: &mut TimingWheel<u64>, until: u64) -> Vec<(u64, u64)> {
     fired
 }
 
-/// The bucket id a waiting task is linked into.
+/// The bucket id a waiting task is linked into, found by looking through
+/// every bucket (not from its slot, as the wheel does).
 fn bucket_of(wheel: &TimingWheel<u64>, handle: TimerHandle) -> u32 {
     let index = wheel.entries.resolve(handle).expect("waiting");
-    wheel.entries.slot(index).bucket
+    let found = wheel
+        .buckets
+        .iter()
+        .position(|b| b.iter().any(|i| i == index));
+    found.expect("linked in a bucket") as u32
+}
+
+impl TimingWheel<u64> {
+    /// The bucket id a waiting task's slot names (its level and deadline).
+    fn bucket_id_of(&self, handle: TimerHandle) -> u32 {
+        let slot = self.entries.slot(self.entries.resolve(handle).unwrap());
+        self.bucket_id(slot.state() as usize, slot.deadline)
+    }
 }
 
 #[test]
@@ -44,6 +57,7 @@ fn a_paused_early_pass_survives_cancels_around_where_it_stopped_and_new_back_ent
         .collect();
     let id = bucket_of(&wheel, handles[0]);
     assert!(handles.iter().all(|&h| bucket_of(&wheel, h) == id));
+    assert!(handles.iter().all(|&h| wheel.bucket_id_of(h) == id));
     assert!(wheel.buckets[id as usize].len() > 2 * LOOKAHEAD);
 
     // A few entries into the early pass, it pauses.
@@ -191,5 +205,27 @@ fn after_a_huge_jump_new_entries_land_in_the_right_slots() {
         let got: Vec<u64> = fired.into_iter().map(|(_, d)| d).collect();
         want.sort_unstable();
         assert_eq!(got, want, "tick {tick}, size {wheel_size}");
+    }
+}
+
+#[test]
+fn the_deepest_wheel_names_every_level_in_its_slots() {
+    // A two-bucket wheel with a 1 ms tick needs the most levels; a slot
+    // names its level in a few bits (see `MAX_LEVELS`).
+    for start in [0, MAX_DEADLINE_MS / 3, MAX_DEADLINE_MS - 5] {
+        let mut wheel: TimingWheel<u64> = TimingWheel::new(1, 2, start).unwrap();
+        let far = schedule(&mut wheel, MAX_DEADLINE_MS);
+        let near = schedule(&mut wheel, start + 3);
+        let mid = schedule(&mut wheel, start / 2 + MAX_DEADLINE_MS / 2);
+        assert!(wheel.levels() <= MAX_LEVELS as usize, "{}", wheel.levels());
+        for h in [far, near, mid] {
+            assert_eq!(wheel.bucket_id_of(h), bucket_of(&wheel, h));
+        }
+        assert_eq!(wheel.cancel(mid), Some(start / 2 + MAX_DEADLINE_MS / 2));
+        let mut fired = Vec::new();
+        wheel.advance(u64::MAX, |d| fired.push(d));
+        fired.sort_unstable();
+        assert_eq!(fired, [start + 3, MAX_DEADLINE_MS]);
+        assert!(!wheel.contains(far) && !wheel.contains(near));
     }
 }
