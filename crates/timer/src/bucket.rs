@@ -1,58 +1,71 @@
-//! A bucket: the entries of one wheel slot, as [`CHAINS`] doubly linked
-//! lists threaded through the arena (see `entries`).
+//! A bucket: the entries of one wheel slot, as two arrays of arena indices
+//! (see `entries`), its *front* and its *back*.
 //!
-//! Appending, prepending, removing any entry and popping a chain's head are
-//! O(1) and never allocate: the links are the `prev`/`next` indices inside
-//! each slot. An entry's chain follows from its index alone.
+//! Adding, removing any entry and taking the last entry of either array are
+//! O(1) and allocate only when an array grows: each entry's slot records
+//! where in which array it sits (`Slot::pos`), so removing it moves the
+//! array's last entry into its place (and updates that entry's `pos`).
 //!
-//! Why several chains: walking a list is a chain of dependent loads, and in
-//! a big bucket each one misses the cache (the entries were last touched
-//! when they were added). The wheel walks a bucket's chains in turn, so that
-//! [`CHAINS`] of those misses are under way at once instead of one.
+//! Why arrays and not lists threaded through the slots: in a big bucket each
+//! entry's slot misses the cache (it was last touched when added), and a
+//! list is a chain of dependent loads, so its walk waits for one miss after
+//! another. An array names the entries ahead of the one being taken, so a
+//! walk prefetches their slots [`LOOKAHEAD`] entries early and is bound by
+//! memory bandwidth rather than latency. Removal pays one more touch (the
+//! moved entry's slot) where unlinking from a doubly linked list touched
+//! both neighbours.
+//!
+//! The front holds the entries a coarse bucket's early pass moves, the back
+//! those left for its final pass (see the wheel's `link`); a level-0 bucket
+//! uses its back only.
 //!
 //! Invariants:
-//! - An entry is linked into at most one bucket, in chain
-//!   [`chain`]`(index)`, and its `bucket` field names that bucket (or is
-//!   `UNLINKED`).
-//! - For each chain, `head == NIL` iff `tail == NIL`; `len` counts the
-//!   entries of all chains.
+//! - An entry is in at most one bucket, at `front[p]` or `back[p]` as its
+//!   slot's `pos` says ([`FRONT`] bit, and `p` below it), and its slot's
+//!   state is the bucket's level (`UNLINKED` when in none); the level and
+//!   the entry's deadline name the bucket (see the wheel's `bucket_id`).
 //! - `expiration` is the start of the time range the bucket currently covers,
 //!   or [`NO_EXPIRATION`] while it covers none (never filled, or just
 //!   flushed). It changes only through [`Bucket::set_expiration`], whose
 //!   `true` result tells the wheel to queue the bucket in the delay queue:
 //!   a bucket is queued once per round of its wheel, not once per entry.
 
-use crate::entries::{Entries, NIL, UNLINKED};
+use crate::entries::{Entries, UNLINKED};
 
-/// Lists per bucket.
-pub(crate) const CHAINS: usize = 8;
+/// `Slot::pos` bit of an entry in a bucket's front.
+pub(crate) const FRONT: u32 = 1 << 31;
 
-/// The chain of a bucket that entry `index` goes in.
-#[inline]
-pub(crate) fn chain(index: u32) -> usize {
-    index as usize % CHAINS
-}
+/// How many entries ahead of the one it takes a walk prefetches the slot
+/// of: enough misses in flight to cover a memory access's latency.
+pub(crate) const LOOKAHEAD: usize = 16;
+
+/// Capacity (entries) above which a bucket that empties gives its arrays'
+/// memory back: a peak of millions of pending tasks must not stay resident
+/// in buckets once they are gone, while small buckets, which fill and
+/// empty every round, keep theirs.
+const KEEP_CAPACITY: usize = 1024;
 
 /// `expiration` of a bucket that covers no time range.
 pub(crate) const NO_EXPIRATION: u64 = u64::MAX;
 
-/// `cursor` of a bucket with no paused pass. (Entry indices are below
-/// `UNLINKED`, and `NIL` means "paused at the end of the chain".)
-pub(crate) const NOT_PAUSED: u32 = u32::MAX - 1;
+/// One of a bucket's two arrays.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Side {
+    /// Entries a coarse bucket's early pass moves.
+    Front,
+    /// The rest.
+    Back,
+}
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct Bucket {
-    head: [u32; CHAINS],
-    tail: [u32; CHAINS],
-    /// Entries linked.
-    len: u32,
-    /// Where a paused pass resumes in each chain (an entry, or `NIL` at the
-    /// chain's end), or [`NOT_PAUSED`] in every chain. See the wheel's
-    /// `pass`.
-    pub(crate) cursor: [u32; CHAINS],
+    front: Vec<u32>,
+    back: Vec<u32>,
+    /// Whether a pass over the bucket is paused (see the wheel's `pass`).
+    pub(crate) paused: bool,
     expiration: u64,
     /// A lower bound on the deadlines of the entries waiting for the
-    /// bucket's final pass (those at its back, see the wheel's `place`):
+    /// bucket's final pass (those at its back, see the wheel's `link`):
     /// maintained by the wheel, which uses it to tell how long that pass may
     /// be put off.
     pub(crate) min_deadline: u64,
@@ -60,31 +73,25 @@ pub(crate) struct Bucket {
 
 impl Bucket {
     pub(crate) const EMPTY: Bucket = Bucket {
-        head: [NIL; CHAINS],
-        tail: [NIL; CHAINS],
-        len: 0,
-        cursor: [NOT_PAUSED; CHAINS],
+        front: Vec::new(),
+        back: Vec::new(),
+        paused: false,
         expiration: NO_EXPIRATION,
         min_deadline: u64::MAX,
     };
 
     pub(crate) fn is_empty(&self) -> bool {
-        self.len == 0
+        self.front.is_empty() && self.back.is_empty()
     }
 
-    /// Number of entries linked.
+    /// Number of entries in the bucket.
     pub(crate) fn len(&self) -> usize {
-        self.len as usize
+        self.front.len() + self.back.len()
     }
 
-    /// Each chain's first entry, or [`NIL`].
-    pub(crate) fn heads(&self) -> [u32; CHAINS] {
-        self.head
-    }
-
-    /// Whether a pass over the bucket is paused (see `cursor`).
-    pub(crate) fn is_paused(&self) -> bool {
-        self.cursor[0] != NOT_PAUSED
+    /// Every entry, front first (for checks and tests).
+    pub(crate) fn iter(&self) -> impl Iterator<Item = u32> + '_ {
+        self.front.iter().chain(&self.back).copied()
     }
 
     pub(crate) fn expiration(&self) -> u64 {
@@ -97,83 +104,99 @@ impl Bucket {
         std::mem::replace(&mut self.expiration, expiration) != expiration
     }
 
-    /// Appends the unlinked entry `index` to its chain and records `id` as
-    /// its bucket.
-    pub(crate) fn push_back<T>(&mut self, id: u32, entries: &mut Entries<T>, index: u32) {
-        let c = chain(index);
-        let tail = self.tail[c];
-        {
-            let slot = entries.slot_mut(index);
-            debug_assert_eq!(slot.bucket, UNLINKED, "entry is already in a bucket");
-            slot.bucket = id;
-            slot.prev = tail;
-            slot.next = NIL;
+    fn side(&mut self, side: Side) -> &mut Vec<u32> {
+        match side {
+            Side::Front => &mut self.front,
+            Side::Back => &mut self.back,
         }
-        if tail == NIL {
-            self.head[c] = index;
-        } else {
-            entries.slot_mut(tail).next = index;
-        }
-        self.tail[c] = index;
-        self.len += 1;
     }
 
-    /// Prepends the unlinked entry `index` to its chain and records `id` as
-    /// its bucket.
-    pub(crate) fn push_front<T>(&mut self, id: u32, entries: &mut Entries<T>, index: u32) {
-        let c = chain(index);
-        let head = self.head[c];
-        {
-            let slot = entries.slot_mut(index);
-            debug_assert_eq!(slot.bucket, UNLINKED, "entry is already in a bucket");
-            slot.bucket = id;
-            slot.prev = NIL;
-            slot.next = head;
-        }
-        if head == NIL {
-            self.tail[c] = index;
-        } else {
-            entries.slot_mut(head).prev = index;
-        }
-        self.head[c] = index;
-        self.len += 1;
-    }
-
-    /// Unlinks entry `index`, which must be in this bucket.
-    pub(crate) fn unlink<T>(&mut self, entries: &mut Entries<T>, index: u32) {
-        let c = chain(index);
-        let (prev, next) = {
-            let slot = entries.slot_mut(index);
-            debug_assert!(slot.bucket != UNLINKED, "entry is not in a bucket");
-            let links = (slot.prev, slot.next);
-            slot.bucket = UNLINKED;
-            slot.prev = NIL;
-            slot.next = NIL;
-            links
+    /// Adds the unlinked entry `index` to `side` and records `level` (the
+    /// bucket's) in its slot.
+    ///
+    /// # Panics
+    /// When one array would hold more than 2^31 entries (64 GiB of slots:
+    /// memory runs out long before).
+    #[inline]
+    pub(crate) fn push<T>(&mut self, level: u32, entries: &mut Entries<T>, index: u32, side: Side) {
+        let list = self.side(side);
+        let at = u32::try_from(list.len())
+            .ok()
+            .filter(|&at| at < FRONT)
+            .expect("timer bucket is full: 2^31 entries in one array");
+        list.push(index);
+        let slot = entries.slot_mut(index);
+        debug_assert_eq!(slot.state(), UNLINKED, "entry is already in a bucket");
+        slot.set_state(level);
+        slot.pos = match side {
+            Side::Front => at | FRONT,
+            Side::Back => at,
         };
-        if prev == NIL {
-            debug_assert_eq!(self.head[c], index);
-            self.head[c] = next;
-        } else {
-            entries.slot_mut(prev).next = next;
-        }
-        if next == NIL {
-            debug_assert_eq!(self.tail[c], index);
-            self.tail[c] = prev;
-        } else {
-            entries.slot_mut(next).prev = prev;
-        }
-        self.len -= 1;
     }
 
-    /// Unlinks and returns the first entry of chain `c`, if any.
-    pub(crate) fn pop_front<T>(&mut self, entries: &mut Entries<T>, c: usize) -> Option<u32> {
-        let head = self.head[c];
-        if head == NIL {
-            return None;
+    /// Takes entry `index`, which must be in this bucket, out of it.
+    #[inline]
+    pub(crate) fn unlink<T>(&mut self, entries: &mut Entries<T>, index: u32) {
+        let pos = {
+            let slot = entries.slot_mut(index);
+            debug_assert!(slot.state() != UNLINKED, "entry is not in a bucket");
+            slot.set_state(UNLINKED);
+            slot.pos
+        };
+        let list = match pos & FRONT {
+            0 => &mut self.back,
+            _ => &mut self.front,
+        };
+        let at = (pos & !FRONT) as usize;
+        debug_assert_eq!(list[at], index, "slot's pos names another entry");
+        let last = list.pop().expect("a bucket holding the entry is not empty");
+        if last != index {
+            list[at] = last;
+            entries.slot_mut(last).pos = pos;
         }
-        self.unlink(entries, head);
-        Some(head)
+    }
+
+    /// Takes the last entry of `side` out of the bucket, if any, and
+    /// prefetches the slot of the entry [`LOOKAHEAD`] places before it.
+    #[inline]
+    pub(crate) fn pop<T>(&mut self, entries: &mut Entries<T>, side: Side) -> Option<u32> {
+        let list = self.side(side);
+        let index = list.pop()?;
+        if let Some(ahead) = list.len().checked_sub(LOOKAHEAD) {
+            entries.prefetch(list[ahead]);
+        }
+        let slot = entries.slot_mut(index);
+        debug_assert_eq!(slot.pos & !FRONT, list.len() as u32);
+        slot.set_state(UNLINKED);
+        Some(index)
+    }
+
+    /// Prefetches the slots of the last [`LOOKAHEAD`] entries of `side`:
+    /// those a walk with [`pop`](Self::pop) takes before its own prefetches
+    /// have run ahead.
+    pub(crate) fn prefetch_tail<T>(&self, entries: &Entries<T>, side: Side) {
+        let list = match side {
+            Side::Front => &self.front,
+            Side::Back => &self.back,
+        };
+        for &index in list.iter().rev().take(LOOKAHEAD) {
+            entries.prefetch(index);
+        }
+    }
+
+    /// Gives the arrays' memory back if the bucket is empty and they are
+    /// large (see [`KEEP_CAPACITY`]).
+    pub(crate) fn release_if_empty(&mut self) {
+        if self.is_empty() && self.front.capacity() + self.back.capacity() > KEEP_CAPACITY {
+            self.front = Vec::new();
+            self.back = Vec::new();
+        }
+    }
+
+    /// Memory the arrays hold, in entries (for tests of its release).
+    #[cfg(test)]
+    pub(crate) fn capacity(&self) -> usize {
+        self.front.capacity() + self.back.capacity()
     }
 }
 
@@ -181,84 +204,72 @@ impl Bucket {
 mod tests {
     use super::*;
 
-    /// Each chain's entries, in order.
-    fn collect(bucket: &Bucket, entries: &Entries<u32>) -> Vec<Vec<u32>> {
-        let mut out = Vec::new();
-        for mut at in bucket.heads() {
-            let mut chain = Vec::new();
-            while at != NIL {
-                chain.push(at);
-                at = entries.slot(at).next;
+    /// Checks the invariant between the arrays and the slots' `pos`.
+    fn check(bucket: &Bucket, entries: &Entries<u32>, level: u32) {
+        for (side, list) in [(FRONT, &bucket.front), (0, &bucket.back)] {
+            for (at, &index) in list.iter().enumerate() {
+                let slot = entries.slot(index);
+                assert_eq!(slot.state(), level);
+                assert_eq!(slot.pos, at as u32 | side, "entry {index}");
             }
-            out.push(chain);
         }
-        out
-    }
-
-    /// Entries `ids` split by chain, in order.
-    fn by_chain(ids: &[u32]) -> Vec<Vec<u32>> {
-        (0..CHAINS)
-            .map(|c| ids.iter().copied().filter(|&i| chain(i) == c).collect())
-            .collect()
     }
 
     #[test]
-    fn append_remove_any_and_pop_in_order() {
+    fn push_unlink_any_and_pop_keep_positions() {
         let mut entries = Entries::new();
         let mut bucket = Bucket::EMPTY;
-        let ids: Vec<u32> = (0..3 * CHAINS as u32)
-            .map(|i| entries.insert(0, i))
-            .collect();
+        let ids: Vec<u32> = (0..40).map(|i| entries.insert(0, i)).collect();
         for &i in &ids {
-            bucket.push_back(7, &mut entries, i);
-            assert_eq!(entries.slot(i).bucket, 7);
+            let side = if i % 3 == 0 { Side::Front } else { Side::Back };
+            bucket.push(7, &mut entries, i, side);
         }
-        assert_eq!(collect(&bucket, &entries), by_chain(&ids));
-        let (head, middle, tail) = (ids[0], ids[CHAINS], ids[2 * CHAINS]);
-        for i in [middle, head, tail] {
-            bucket.unlink(&mut entries, i);
-            assert_eq!(entries.slot(i).bucket, UNLINKED);
+        check(&bucket, &entries, 7);
+        assert_eq!(bucket.len(), 40);
+        // The first, a middle one and the last of each side.
+        for i in [0, 3, 39, 1, 20, 38, 21] {
+            bucket.unlink(&mut entries, ids[i]);
+            assert_eq!(entries.slot(ids[i]).state(), UNLINKED);
+            check(&bucket, &entries, 7);
         }
-        let left: Vec<u32> = ids
-            .iter()
-            .copied()
-            .filter(|i| ![head, middle, tail].contains(i))
-            .collect();
-        assert_eq!(collect(&bucket, &entries), by_chain(&left));
-        assert_eq!(bucket.len(), left.len());
+        assert_eq!(bucket.len(), 33);
         let mut popped = Vec::new();
-        for c in 0..CHAINS {
-            while let Some(i) = bucket.pop_front(&mut entries, c) {
-                assert_eq!(chain(i), c);
+        for side in [Side::Front, Side::Back] {
+            while let Some(i) = bucket.pop(&mut entries, side) {
+                assert_eq!(entries.slot(i).state(), UNLINKED);
+                check(&bucket, &entries, 7);
                 popped.push(i);
             }
         }
         popped.sort_unstable();
+        let mut left = ids.clone();
+        left.retain(|i| ![0, 3, 39, 1, 20, 38, 21].contains(i));
         assert_eq!(popped, left);
         assert!(bucket.is_empty());
-        assert_eq!(bucket.heads(), [NIL; CHAINS]);
     }
 
     #[test]
-    fn push_front_prepends_and_keeps_the_links() {
+    fn an_emptied_large_bucket_gives_its_memory_back() {
         let mut entries = Entries::new();
         let mut bucket = Bucket::EMPTY;
-        // Four entries of one chain.
-        let ids: Vec<u32> = (0..4 * CHAINS as u32)
+        let ids: Vec<u32> = (0..2 * KEEP_CAPACITY as u32)
             .map(|i| entries.insert(0, i))
-            .filter(|&i| chain(i) == 0)
             .collect();
-        bucket.push_front(3, &mut entries, ids[1]);
-        bucket.push_back(3, &mut entries, ids[2]);
-        bucket.push_front(3, &mut entries, ids[0]);
-        bucket.push_back(3, &mut entries, ids[3]);
-        assert_eq!(collect(&bucket, &entries)[0], ids);
+        for &i in &ids {
+            bucket.push(1, &mut entries, i, Side::Back);
+        }
+        bucket.release_if_empty();
+        assert!(bucket.capacity() >= ids.len(), "not empty: kept");
+        for &i in &ids {
+            bucket.unlink(&mut entries, i);
+        }
+        bucket.release_if_empty();
+        assert_eq!(bucket.capacity(), 0);
+        // A small one keeps its arrays.
+        bucket.push(1, &mut entries, ids[0], Side::Front);
         bucket.unlink(&mut entries, ids[0]);
-        bucket.unlink(&mut entries, ids[3]);
-        assert_eq!(collect(&bucket, &entries)[0], vec![ids[1], ids[2]]);
-        assert_eq!(bucket.pop_front(&mut entries, 0), Some(ids[1]));
-        assert_eq!(bucket.pop_front(&mut entries, 0), Some(ids[2]));
-        assert!(bucket.is_empty());
+        bucket.release_if_empty();
+        assert!(bucket.capacity() > 0);
     }
 
     #[test]

@@ -2,13 +2,13 @@
 //!
 //! An entry lives in one [`Slot`] of a `Vec` for as long as it waits in the
 //! wheel, so inserting never allocates once the arena has grown to the peak
-//! number of pending tasks, and every other structure (bucket lists, handles)
+//! number of pending tasks, and every other structure (buckets, handles)
 //! refers to an entry by its `u32` index instead of a pointer.
 //!
 //! Invariants:
-//! - A slot is *occupied* iff its `bucket` field is not [`VACANT`]; exactly
+//! - A slot is *occupied* iff its state is not [`VACANT`]; exactly
 //!   the occupied slots hold an initialised task.
-//! - Vacant slots form a singly linked free list through their `next` field,
+//! - Vacant slots form a singly linked free list through their `pos` field,
 //!   headed by `Entries::free_head`; freeing pushes, allocating pops (LIFO, so
 //!   a freed slot is reused while it is still in cache).
 //! - A slot's `generation` changes every time the slot is freed, so a
@@ -40,12 +40,15 @@ use std::sync::atomic::{AtomicU32, Ordering};
 /// that never entered the wheel.
 pub(crate) const NIL: u32 = u32::MAX;
 
-/// `bucket` value of a vacant slot.
-pub(crate) const VACANT: u32 = u32::MAX;
+/// State of a vacant slot (see [`Slot::state`]).
+pub(crate) const VACANT: u32 = (1 << STATE_BITS) - 1;
 
-/// `bucket` value of an occupied slot that is not linked into any bucket
-/// (between allocation and linking, or while being moved).
-pub(crate) const UNLINKED: u32 = u32::MAX - 1;
+/// State of an occupied slot that is not linked into any bucket (between
+/// allocation and linking, or while being moved).
+pub(crate) const UNLINKED: u32 = VACANT - 1;
+
+/// The most wheel levels a slot's state can name: levels `0..MAX_LEVELS`.
+pub(crate) const MAX_LEVELS: u32 = UNLINKED;
 
 /// Bits of a handle's generation that name the issuing arena (shard).
 pub(crate) const SHARD_BITS: u32 = 6;
@@ -53,8 +56,11 @@ pub(crate) const SHARD_BITS: u32 = 6;
 pub(crate) const MAX_SHARDS: usize = 1 << SHARD_BITS;
 const GENERATION_BITS: u32 = 32 - SHARD_BITS;
 const GENERATION_MASK: u32 = (1 << GENERATION_BITS) - 1;
+/// Bits of a slot's `meta` above its generation: its state (the handle has
+/// its shard there instead).
+const STATE_BITS: u32 = SHARD_BITS;
 
-/// Slots an emptied arena keeps (128 KiB of 32-byte slots); above this it
+/// Slots an emptied arena keeps (96 KiB of 24-byte slots); above this it
 /// frees them all (see the module invariants).
 pub(crate) const KEEP_SLOTS: usize = 4096;
 
@@ -116,23 +122,44 @@ impl fmt::Debug for TimerHandle {
 
 /// One arena slot: an entry when occupied, a free-list node when vacant.
 ///
-/// With a `u64` or pointer-sized task this is 32 bytes. Keeping the task in a
+/// With a `u64` or pointer-sized task this is 24 bytes, checked by
+/// `slot_is_24_bytes_for_word_sized_tasks`. Keeping the task in a
 /// `MaybeUninit` (rather than an `Option<T>`) saves 8 bytes a slot for tasks
-/// without a niche, such as a `u64`: 32 instead of 40
-/// bytes per pending task, checked by `slot_is_32_bytes_for_word_sized_tasks`.
+/// without a niche, such as a `u64`. The slot does not name its bucket: the
+/// level it is linked at and its deadline do (Kafka's rule,
+/// `(deadline / tick) % wheel_size`), so the level shares a word with the
+/// generation.
 pub(crate) struct Slot<T> {
-    /// Previous entry in the bucket list, or [`NIL`].
-    pub(crate) prev: u32,
-    /// Next entry in the bucket list (or, when vacant, the next free slot), or [`NIL`].
-    pub(crate) next: u32,
-    /// Bucket holding the entry, [`UNLINKED`], or [`VACANT`].
-    pub(crate) bucket: u32,
-    /// Bumped on every free; see the module invariants.
-    generation: u32,
+    /// Occupied: where the entry sits in its bucket's arrays (see
+    /// `bucket`). Vacant: the next free slot, or [`NIL`].
+    pub(crate) pos: u32,
+    /// The generation (bumped on every free; see the module invariants) in
+    /// the low [`GENERATION_BITS`], the state above: the wheel level the
+    /// entry is linked at, [`UNLINKED`], or [`VACANT`].
+    meta: u32,
     /// Absolute expiration in the wheel's milliseconds.
     pub(crate) deadline: u64,
     /// Initialised iff the slot is occupied.
     task: MaybeUninit<T>,
+}
+
+impl<T> Slot<T> {
+    /// The wheel level the entry is linked at, [`UNLINKED`], or [`VACANT`].
+    #[inline(always)]
+    pub(crate) fn state(&self) -> u32 {
+        self.meta >> GENERATION_BITS
+    }
+
+    /// Sets the state (see [`state`](Self::state)), keeping the generation.
+    #[inline(always)]
+    pub(crate) fn set_state(&mut self, state: u32) {
+        debug_assert!(state <= VACANT);
+        self.meta = (self.meta & GENERATION_MASK) | (state << GENERATION_BITS);
+    }
+
+    fn generation(&self) -> u32 {
+        self.meta & GENERATION_MASK
+    }
 }
 
 /// The arena of entries. See the module docs for its invariants.
@@ -179,35 +206,32 @@ impl<T> Entries<T> {
     /// Stores a task and returns its (unlinked) slot index.
     ///
     /// # Panics
-    /// When more than `u32::MAX - 2` entries are pending at once (about
-    /// 137 GB of entries: memory runs out long before).
+    /// When more than `u32::MAX - 1` entries are pending at once (about
+    /// 100 GB of entries: memory runs out long before).
     pub(crate) fn insert(&mut self, deadline: u64, task: T) -> u32 {
         self.len += 1;
         if self.free_head != NIL {
             let index = self.free_head;
-            self.free_head = self.slots[index as usize].next;
+            self.free_head = self.slots[index as usize].pos;
             // The slot the next insert reuses, often freed just now by
             // another thread: start bringing its line over (see `prefetch`).
             if let Some(next) = self.slots.get(self.free_head as usize) {
                 crate::prefetch::prefetch(next);
             }
             let slot = &mut self.slots[index as usize];
-            slot.prev = NIL;
-            slot.next = NIL;
-            slot.bucket = UNLINKED;
+            slot.pos = 0;
+            slot.set_state(UNLINKED);
             slot.deadline = deadline;
             slot.task.write(task);
             return index;
         }
         let index = u32::try_from(self.slots.len())
             .ok()
-            .filter(|&i| i < UNLINKED)
-            .expect("timer arena is full: more than 2^32 - 2 pending entries");
+            .filter(|&i| i < NIL)
+            .expect("timer arena is full: more than 2^32 - 1 pending entries");
         self.slots.push(Slot {
-            prev: NIL,
-            next: NIL,
-            bucket: UNLINKED,
-            generation: 0,
+            pos: 0,
+            meta: UNLINKED << GENERATION_BITS,
             deadline,
             task: MaybeUninit::new(task),
         });
@@ -245,14 +269,14 @@ impl<T> Entries<T> {
     /// the slots.
     fn take(&mut self, index: u32) -> T {
         let slot = &mut self.slots[index as usize];
-        assert!(slot.bucket != VACANT, "removing a vacant timer entry");
-        debug_assert_eq!(slot.bucket, UNLINKED, "entry still linked in a bucket");
-        slot.bucket = VACANT;
-        slot.generation = slot.generation.wrapping_add(1) & GENERATION_MASK;
-        slot.next = self.free_head;
+        assert!(slot.state() != VACANT, "removing a vacant timer entry");
+        debug_assert_eq!(slot.state(), UNLINKED, "entry still linked in a bucket");
+        let generation = slot.generation().wrapping_add(1) & GENERATION_MASK;
+        slot.meta = generation | (VACANT << GENERATION_BITS);
+        slot.pos = self.free_head;
         self.free_head = index;
         self.len -= 1;
-        // SAFETY: the slot was occupied (checked above: `bucket != VACANT`),
+        // SAFETY: the slot was occupied (checked above: not VACANT),
         // and by the module invariant an occupied slot holds an initialised
         // task. Marking it VACANT first means the task is read exactly once
         // and never dropped again by `Drop` or a later `remove`.
@@ -263,7 +287,7 @@ impl<T> Entries<T> {
     pub(crate) fn handle(&self, index: u32) -> TimerHandle {
         TimerHandle {
             index,
-            generation: self.slots[index as usize].generation | self.tag,
+            generation: self.slots[index as usize].generation() | self.tag,
             owner: self.owner,
         }
     }
@@ -271,9 +295,19 @@ impl<T> Entries<T> {
     /// The slot index a handle names, if the handle is still current.
     pub(crate) fn resolve(&self, handle: TimerHandle) -> Option<u32> {
         let slot = self.slots.get(handle.index as usize)?;
-        let current = slot.generation | self.tag;
-        let live = slot.bucket != VACANT && current == handle.generation;
+        let current = slot.generation() | self.tag;
+        let live = slot.state() != VACANT && current == handle.generation;
         (live && handle.owner == self.owner).then_some(handle.index)
+    }
+
+    /// Starts fetching slot `index` into the cache (both of its lines, when
+    /// it straddles two), ahead of a walk that reaches it soon.
+    #[inline(always)]
+    pub(crate) fn prefetch(&self, index: u32) {
+        if let Some(slot) = self.slots.get(index as usize) {
+            crate::prefetch::prefetch(slot);
+            crate::prefetch::prefetch(&slot.task);
+        }
     }
 
     pub(crate) fn slot(&self, index: u32) -> &Slot<T> {
@@ -288,8 +322,8 @@ impl<T> Entries<T> {
     pub(crate) fn drain(&mut self, mut f: impl FnMut(T)) {
         for index in 0..self.slots.len() as u32 {
             let slot = &mut self.slots[index as usize];
-            if slot.bucket != VACANT {
-                slot.bucket = UNLINKED;
+            if slot.state() != VACANT {
+                slot.set_state(UNLINKED);
                 f(self.take(index));
             }
         }
@@ -302,8 +336,8 @@ impl<T> Entries<T> {
 impl<T> Drop for Entries<T> {
     fn drop(&mut self) {
         for slot in &mut self.slots {
-            if slot.bucket != VACANT {
-                slot.bucket = VACANT;
+            if slot.state() != VACANT {
+                slot.set_state(VACANT);
                 // SAFETY: occupied slots hold an initialised task (module
                 // invariant); marking the slot VACANT first ensures it is
                 // dropped once even if a task's destructor panics midway.
@@ -319,9 +353,9 @@ mod tests {
     use std::rc::Rc;
 
     #[test]
-    fn slot_is_32_bytes_for_word_sized_tasks() {
-        assert_eq!(std::mem::size_of::<Slot<u64>>(), 32);
-        assert_eq!(std::mem::size_of::<Slot<std::sync::Arc<()>>>(), 32);
+    fn slot_is_24_bytes_for_word_sized_tasks() {
+        assert_eq!(std::mem::size_of::<Slot<u64>>(), 24);
+        assert_eq!(std::mem::size_of::<Slot<std::sync::Arc<()>>>(), 24);
     }
 
     #[test]
@@ -329,7 +363,7 @@ mod tests {
         let mut entries = Entries::new();
         let a = entries.insert(10, "a");
         let ha = entries.handle(a);
-        entries.slot_mut(a).bucket = UNLINKED;
+        entries.slot_mut(a).set_state(UNLINKED);
         assert_eq!(entries.remove(a), "a");
         assert_eq!(entries.resolve(ha), None, "handle is stale after free");
         let b = entries.insert(20, "b");
@@ -382,14 +416,15 @@ mod tests {
         let mut entries = Entries::new();
         entries.set_shard(MAX_SHARDS - 1);
         let i = entries.insert(0, ());
-        entries.slots[i as usize].generation = GENERATION_MASK;
+        entries.slots[i as usize].meta = GENERATION_MASK | (UNLINKED << GENERATION_BITS);
         let h = entries.handle(i);
-        entries.slot_mut(i).bucket = UNLINKED;
+        entries.slot_mut(i).set_state(UNLINKED);
         entries.remove(i);
         let j = entries.insert(0, ());
         assert_eq!(i, j);
         assert_eq!(
-            entries.slots[j as usize].generation, 0,
+            entries.slots[j as usize].generation(),
+            0,
             "wrapped, shard bits untouched"
         );
         assert_eq!(entries.resolve(h), None);
@@ -417,7 +452,7 @@ mod tests {
         let mut last = TimerHandle::DETACHED;
         for &i in &indices {
             last = entries.handle(i);
-            entries.slot_mut(i).bucket = UNLINKED;
+            entries.slot_mut(i).set_state(UNLINKED);
             entries.remove(i);
         }
         last
@@ -429,7 +464,7 @@ mod tests {
         let n = 3 * KEEP_SLOTS as u64;
         let first = entries.insert(0, 0);
         let first_handle = entries.handle(first);
-        entries.slot_mut(first).bucket = UNLINKED;
+        entries.slot_mut(first).set_state(UNLINKED);
         entries.remove(first);
         assert!(entries.capacity() > 0, "a small arena keeps its slots");
         let last = fill_and_empty(&mut entries, n);
@@ -465,7 +500,7 @@ mod tests {
         assert!(entries.capacity() > KEEP_SLOTS);
         let handle = entries.handle(keep);
         assert_eq!(entries.resolve(handle), Some(keep));
-        entries.slot_mut(keep).bucket = UNLINKED;
+        entries.slot_mut(keep).set_state(UNLINKED);
         assert_eq!(entries.remove(keep), 0);
         assert_eq!(entries.capacity(), 0);
     }
@@ -490,7 +525,7 @@ mod tests {
             entries.insert(i, token.clone());
         }
         let third = 3;
-        entries.slot_mut(third).bucket = UNLINKED;
+        entries.slot_mut(third).set_state(UNLINKED);
         drop(entries.remove(third));
         assert_eq!(Rc::strong_count(&token), 10);
         let mut drained = 0;

@@ -57,9 +57,10 @@
 //! Each layer is its own module, usable and tested on its own:
 //!
 //! 1. [`Clock`]: monotonic time; [`SystemClock`] and [`ManualClock`].
-//! 2. Bucket lists over an arena of entries: O(1) append, O(1) removal of any
-//!    entry through a generation-checked [`TimerHandle`], no allocation per
-//!    task once the arena has grown (32 bytes per pending `u64` task).
+//! 2. Buckets (arrays of entry indices) over an arena of entries: O(1)
+//!    append, O(1) removal of any entry through a generation-checked
+//!    [`TimerHandle`], no allocation per task once the arena and the
+//!    buckets have grown (36 bytes per pending `u64` task).
 //! 3. [`TimingWheel`]: Kafka's levels, bucket rule
 //!    `(expiration / tick) % wheel_size`, lazily created overflow levels and
 //!    cascading; single-threaded, it never reads a clock.

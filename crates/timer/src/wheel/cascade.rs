@@ -2,8 +2,7 @@
 //! expiration order, flushing level-0 buckets, and the early and final
 //! passes that cascade a coarse bucket down, in budget-sized slices.
 
-use crate::bucket::{CHAINS, NOT_PAUSED, NO_EXPIRATION};
-use crate::entries::NIL;
+use crate::bucket::{Side, NO_EXPIRATION};
 
 use super::{TimingWheel, MAX_DEADLINE_MS};
 
@@ -42,6 +41,9 @@ pub(super) struct Paused {
     /// is taken: no entry it still has to move is due earlier, and the
     /// level's clock cannot pass the bucket before it.
     pub(super) finish_by: u64,
+    /// A final pass (it empties the bucket), or an early one (it moves the
+    /// bucket's front only).
+    pub(super) whole: bool,
 }
 
 /// A final pass over one due bucket, resumable across `advance_bounded` calls.
@@ -181,13 +183,14 @@ impl<T> TimingWheel<T> {
             let Some((due, bucket)) = self.queue.poll_due(now_ms) else {
                 continue;
             };
-            let b = self.buckets[bucket as usize];
+            let b = &self.buckets[bucket as usize];
+            let (expiration, min_deadline) = (b.expiration(), b.min_deadline);
             let level = bucket as usize / self.wheel_size as usize;
-            if b.expiration() == NO_EXPIRATION || b.is_paused() {
+            if expiration == NO_EXPIRATION || b.paused {
                 continue; // stale: flushed (or being passed over) since queued
             }
             debug_assert!(self.holds_one_round(bucket), "bucket {bucket} mixes rounds");
-            if due == b.expiration() {
+            if due == expiration {
                 step.buckets += 1;
                 self.advance_levels(due);
                 if level == 0 {
@@ -195,26 +198,25 @@ impl<T> TimingWheel<T> {
                 } else {
                     // The final pass: everything left fits the level below
                     // now, and nothing left is due before `min_deadline`.
-                    self.buckets[bucket as usize].cursor = b.heads();
-                    let finish_by = b.min_deadline;
                     self.buckets[bucket as usize].min_deadline = u64::MAX;
                     let paused = Paused {
                         bucket,
                         start: due,
-                        finish_by,
+                        finish_by: min_deadline,
+                        whole: true,
                     };
                     self.pass(paused, now_ms, budget, &mut step, &mut expired);
                 }
-            } else if level > 0 && due == b.expiration().saturating_sub(self.lead(level)) {
+            } else if level > 0 && due == expiration.saturating_sub(self.lead(level)) {
                 step.buckets += 1;
                 self.advance_levels(due);
                 // `min_deadline` covers the entries at the back: those this
                 // pass leaves for the final one.
-                self.buckets[bucket as usize].cursor = b.heads();
                 let paused = Paused {
                     bucket,
                     start: due,
-                    finish_by: b.expiration(),
+                    finish_by: expiration,
+                    whole: false,
                 };
                 self.pass(paused, now_ms, budget, &mut step, &mut expired);
             }
@@ -222,22 +224,21 @@ impl<T> TimingWheel<T> {
         }
     }
 
-    /// Moves the entries the level below can hold, resuming at the bucket's
-    /// cursor; entries due by `now_ms` are expired as they are found, each
-    /// chunk's with the chunk (ahead of earlier-due entries still waiting in
-    /// finer buckets: deadline order gives way to getting late tasks out
-    /// promptly, and nothing is ever early). When the budget
-    /// runs out first, the pass pauses: its cursor stays in the bucket and it
+    /// Moves the entries the level below can hold, resuming with what is
+    /// left in the bucket; entries due by `now_ms` are expired as they are
+    /// found, each chunk's with the chunk (ahead of earlier-due entries still
+    /// waiting in finer buckets: deadline order gives way to getting late
+    /// tasks out promptly, and nothing is ever early). When the budget runs
+    /// out first, the pass pauses: the bucket is marked paused and the pass
     /// joins `paused`, to be resumed once nothing is due, or before anything
-    /// due at or after its `finish_by` is taken.
+    /// due at or after its `finish_by` is taken. Cancels in between take
+    /// entries out of the arrays the pass resumes from.
     ///
-    /// An early pass ends at the first entry the level below cannot hold
-    /// yet: the entries it moves are at the bucket's front (see `place`),
-    /// so it looks at each of them once and at one entry more. The bucket
-    /// keeps the rest and is queued again for its final pass at its
-    /// expiration; `min_deadline`, kept up by `place` for the entries at the
-    /// back, bounds their deadlines from below. A final pass empties the
-    /// bucket.
+    /// An early pass takes the bucket's front: the entries the level below
+    /// can hold from the pass on (see `link`). The bucket keeps its back and
+    /// is queued again for its final pass at its expiration; `min_deadline`,
+    /// kept up by `link` for the entries at the back, bounds their deadlines
+    /// from below. A final pass empties the bucket.
     fn pass(
         &mut self,
         paused: Paused,
@@ -250,61 +251,59 @@ impl<T> TimingWheel<T> {
         let level = id as usize / self.wheel_size as usize;
         let below = self.levels[level - 1];
         let horizon = below.current_time.saturating_add(below.interval);
-        // The bucket's chains, walked in turn (see `bucket`).
-        let mut cursor = self.buckets[id as usize].cursor;
-        let mut walking = cursor.iter().filter(|&&at| at != NIL).count();
-        let mut c = 0;
+        let sides: &[Side] = match paused.whole {
+            true => &[Side::Front, Side::Back],
+            false => &[Side::Front],
+        };
         let mut kept_min = u64::MAX;
-        while walking > 0 {
-            if step.spent() >= budget {
-                let bucket = &mut self.buckets[id as usize];
-                bucket.cursor = cursor;
-                bucket.min_deadline = bucket.min_deadline.min(kept_min);
-                self.paused.push(paused);
-                return;
-            }
-            while cursor[c] == NIL {
-                c = (c + 1) % CHAINS;
-            }
-            let index = cursor[c];
-            let slot = self.entries.slot(index);
-            cursor[c] = slot.next;
-            let deadline = slot.deadline;
-            if deadline <= now_ms {
-                // Due already: the pass is running behind its entries (a big
-                // cascade, or `now` far ahead of the wheel's time). Out as
-                // found, so that the first of a burst sharing one deadline
-                // does not wait for the whole bucket to move down.
-                step.moved += 1;
-                step.expired += 1;
-                self.buckets[id as usize].unlink(&mut self.entries, index);
-                expired(self.entries.remove(index));
-            } else if deadline < horizon {
-                step.moved += 1;
-                self.buckets[id as usize].unlink(&mut self.entries, index);
-                if !self.place_below(index, deadline, level) {
+        for &side in sides {
+            self.buckets[id as usize].prefetch_tail(&self.entries, side);
+            loop {
+                if step.spent() >= budget {
+                    let bucket = &mut self.buckets[id as usize];
+                    bucket.paused = true;
+                    bucket.min_deadline = bucket.min_deadline.min(kept_min);
+                    self.paused.push(paused);
+                    return;
+                }
+                let Some(index) = self.buckets[id as usize].pop(&mut self.entries, side) else {
+                    break;
+                };
+                let deadline = self.entries.slot(index).deadline;
+                if deadline <= now_ms {
+                    // Due already: the pass is running behind its entries (a
+                    // big cascade, or `now` far ahead of the wheel's time).
+                    // Out as found, so that the first of a burst sharing one
+                    // deadline does not wait for the whole bucket to move
+                    // down.
+                    step.moved += 1;
                     step.expired += 1;
                     expired(self.entries.remove(index));
+                } else if deadline < horizon {
+                    step.moved += 1;
+                    if !self.place_below(index, deadline, level) {
+                        step.expired += 1;
+                        expired(self.entries.remove(index));
+                    }
+                } else {
+                    // Beyond the level below: left for the final pass. (A
+                    // final pass finds none: the level below spans the
+                    // bucket's whole range by then.)
+                    debug_assert!(!paused.whole, "final pass keeps {deadline}");
+                    step.kept += 1;
+                    kept_min = kept_min.min(deadline);
+                    let bucket = &mut self.buckets[id as usize];
+                    bucket.push(level as u32, &mut self.entries, index, Side::Back);
                 }
-            } else {
-                // Beyond the level below: at the back of its chain, like
-                // every entry after it (see `place`), all left for the final
-                // pass.
-                step.kept += 1;
-                kept_min = kept_min.min(deadline);
-                cursor[c] = NIL;
             }
-            if cursor[c] == NIL {
-                walking -= 1;
-            }
-            c = (c + 1) % CHAINS;
         }
         let bucket = &mut self.buckets[id as usize];
-        bucket.cursor = [NOT_PAUSED; CHAINS];
+        bucket.paused = false;
         bucket.min_deadline = bucket.min_deadline.min(kept_min);
         if bucket.is_empty() {
             bucket.set_expiration(NO_EXPIRATION);
             bucket.min_deadline = u64::MAX;
+            bucket.release_if_empty();
         } else {
             // The rest of the range waits for the final pass.
             let expiration = bucket.expiration();
@@ -312,8 +311,8 @@ impl<T> TimingWheel<T> {
         }
     }
 
-    /// Expires every entry of a due level-0 bucket, taking its chains in
-    /// turn (see `bucket`); returns whether the bucket is empty.
+    /// Expires every entry of a due level-0 bucket (all at its back, see
+    /// `link`); returns whether the bucket is empty.
     fn final_pass(
         &mut self,
         flush: Flush,
@@ -322,15 +321,11 @@ impl<T> TimingWheel<T> {
         expired: &mut impl FnMut(T),
     ) -> bool {
         let bucket = flush.bucket as usize;
-        let mut c = 0;
-        while step.spent() < budget && !self.buckets[bucket].is_empty() {
-            let index = loop {
-                if let Some(index) = self.buckets[bucket].pop_front(&mut self.entries, c) {
-                    break index;
-                }
-                c = (c + 1) % CHAINS;
+        self.buckets[bucket].prefetch_tail(&self.entries, Side::Back);
+        while step.spent() < budget {
+            let Some(index) = self.buckets[bucket].pop(&mut self.entries, Side::Back) else {
+                break;
             };
-            c = (c + 1) % CHAINS;
             // A level-0 bucket holds one deadline (rounded to the tick), its
             // expiration, which the wheel's time has reached.
             debug_assert!(self.entries.slot(index).deadline <= self.current_time());
@@ -338,8 +333,10 @@ impl<T> TimingWheel<T> {
             step.expired += 1;
             expired(self.entries.remove(index));
         }
-        if self.buckets[bucket].is_empty() {
-            self.buckets[bucket].set_expiration(NO_EXPIRATION);
+        let bucket = &mut self.buckets[bucket];
+        if bucket.is_empty() {
+            bucket.set_expiration(NO_EXPIRATION);
+            bucket.release_if_empty();
             return true;
         }
         false

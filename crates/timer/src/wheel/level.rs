@@ -2,10 +2,10 @@
 //! to, moving the levels' clocks, and the invariant that a bucket never holds
 //! entries from two rounds of its level.
 
-use crate::bucket::Bucket;
+use crate::bucket::{Bucket, Side};
 #[cfg(test)]
 use crate::entries::TimerHandle;
-use crate::entries::NIL;
+use crate::entries::MAX_LEVELS;
 
 use super::TimingWheel;
 
@@ -115,13 +115,13 @@ impl<T> TimingWheel<T> {
         if deadline < expiration.saturating_add(front) {
             // Its early pass moves it: at the front, where that pass looks
             // (and stops at the first entry it leaves).
-            debug_assert!(!bucket.is_paused(), "early pass under way");
-            bucket.push_front(id, &mut self.entries, index);
+            debug_assert!(!bucket.paused, "early pass under way");
+            bucket.push(level as u32, &mut self.entries, index, Side::Front);
             if new_round {
                 bucket.min_deadline = u64::MAX;
             }
         } else {
-            bucket.push_back(id, &mut self.entries, index);
+            bucket.push(level as u32, &mut self.entries, index, Side::Back);
             bucket.min_deadline = match new_round {
                 true => deadline,
                 false => bucket.min_deadline.min(deadline),
@@ -148,6 +148,10 @@ impl<T> TimingWheel<T> {
         // spans up to `expiration - lead + tick` (its interval is this tick,
         // unless saturated: then nothing goes to the front).
         let level = self.levels.len();
+        // A slot's state names its level in a few bits: more levels than
+        // that cannot arise (each level's interval at least doubles, and
+        // deadlines stay below 2^62 ms).
+        assert!(level < MAX_LEVELS as usize, "too many wheel levels");
         let front = match self.levels.last() {
             Some(below) if below.tick.checked_mul(self.wheel_size) == Some(tick) => {
                 tick - self.lead(level)
@@ -164,6 +168,18 @@ impl<T> TimingWheel<T> {
         });
         self.buckets
             .extend(std::iter::repeat_n(Bucket::EMPTY, self.wheel_size as usize));
+    }
+
+    /// The bucket an entry linked at `level` with `deadline` is in: Kafka's
+    /// rule, `(deadline / tick) % wheel_size` within the level.
+    #[inline]
+    pub(super) fn bucket_id(&self, level: usize, deadline: u64) -> u32 {
+        let tick = self.levels[level].tick;
+        let ticks = match tick {
+            1 => deadline,
+            _ => deadline / tick,
+        };
+        (level as u64 * self.wheel_size + ticks % self.wheel_size) as u32
     }
 
     /// Moves every level's time up to `time` (rounded down to its tick).
@@ -213,15 +229,9 @@ impl<T> TimingWheel<T> {
         let bucket = &self.buckets[id as usize];
         let tick = self.levels[id as usize / self.wheel_size as usize].tick;
         let start = bucket.expiration();
-        bucket.heads().into_iter().all(|mut at| {
-            while at != NIL {
-                let slot = self.entries.slot(at);
-                if slot.deadline < start || slot.deadline - start >= tick {
-                    return false;
-                }
-                at = slot.next;
-            }
-            true
+        bucket.iter().all(|at| {
+            let deadline = self.entries.slot(at).deadline;
+            deadline >= start && deadline - start < tick
         })
     }
 }
@@ -232,7 +242,8 @@ impl<T> TimingWheel<T> {
     /// The level, slot and bucket expiration of a waiting task.
     pub(crate) fn position(&self, handle: TimerHandle) -> Option<Position> {
         let index = self.entries.resolve(handle)?;
-        let bucket = self.entries.slot(index).bucket as u64;
+        let slot = self.entries.slot(index);
+        let bucket = self.bucket_id(slot.state() as usize, slot.deadline) as u64;
         Some(Position {
             level: (bucket / self.wheel_size) as usize,
             slot: (bucket % self.wheel_size) as usize,

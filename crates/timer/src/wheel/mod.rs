@@ -55,11 +55,11 @@
 //! Walking a coarse bucket is where expiry spends its time: each entry was
 //! last touched when it was added, so each one is a cache miss. Three things
 //! keep those misses few and overlapping: a bucket keeps the entries its
-//! early pass moves at the front of its lists, so that pass stops at the
-//! first entry it leaves (each entry is looked at once per level); a bucket
-//! is several lists walked in turn (see `bucket`), so several misses are
-//! under way at once; and a pass that finds entries already due hands them
-//! out at once rather than moving them down first.
+//! early pass moves in an array of their own (its front), so each entry is
+//! looked at once per level; a bucket is arrays of entry indices, so a walk
+//! prefetches the slots of the entries ahead of it and many misses are under
+//! way at once (see `bucket`); and a pass that finds entries already due
+//! hands them out at once rather than moving them down first.
 //!
 //! # Never early
 //!
@@ -165,7 +165,7 @@ pub struct TimingWheel<T> {
     /// yet (see `advance_bounded`).
     flushing: Option<Flush>,
     /// Passes over coarse buckets that ran out of budget, in the order they
-    /// paused; each keeps its resume point in `Bucket::cursor`.
+    /// paused; each resumes from what is left in its bucket's arrays.
     paused: Vec<Paused>,
     /// The earliest due time offered to the queue since the last
     /// [`take_earliest_offered`](Self::take_earliest_offered), or `u64::MAX`.
@@ -324,13 +324,12 @@ impl<T> TimingWheel<T> {
     pub fn cancel(&mut self, handle: TimerHandle) -> Option<T> {
         let index = self.entries.resolve(handle)?;
         let slot = self.entries.slot(index);
-        let (bucket, next) = (slot.bucket, slot.next);
-        let bucket = &mut self.buckets[bucket as usize];
-        let c = crate::bucket::chain(index);
-        if bucket.cursor[c] == index {
-            bucket.cursor[c] = next; // keep a paused pass on a live entry
-        }
+        let id = self.bucket_id(slot.state() as usize, slot.deadline);
+        let bucket = &mut self.buckets[id as usize];
+        // A paused pass resumes from what is left in the arrays: nothing to
+        // fix up.
         bucket.unlink(&mut self.entries, index);
+        bucket.release_if_empty();
         Some(self.entries.remove(index))
     }
 

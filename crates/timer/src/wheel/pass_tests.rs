@@ -1,12 +1,12 @@
-//! Passes over crowded coarse buckets, looked at from inside: a bucket whose
-//! entries fill all its chains, paused mid-way in every chain, with cancels
-//! under the cursors and new entries arriving while it is paused; level
+//! Passes over crowded coarse buckets, looked at from inside: a bucket
+//! paused mid-way, with cancels next to where its pass stopped and new
+//! entries arriving while it is paused; level
 //! boundaries under a tick that does not divide evenly; and huge jumps of
 //! time. Virtual time only.
 
-use super::{Insertion, TimingWheel};
-use crate::bucket::{chain, CHAINS, NOT_PAUSED};
-use crate::entries::{TimerHandle, NIL};
+use super::{Insertion, TimingWheel, MAX_DEADLINE_MS};
+use crate::bucket::{FRONT, LOOKAHEAD};
+use crate::entries::{TimerHandle, MAX_LEVELS};
 
 fn schedule(wheel: &mut TimingWheel<u64>, deadline: u64) -> TimerHandle {
     let task = wheel.round_deadline(deadline);
@@ -27,54 +27,73 @@ fn run_until(wheel: &mut TimingWheel<u64>, until: u64) -> Vec<(u64, u64)> {
     fired
 }
 
-/// The bucket id a waiting task is linked into.
+/// The bucket id a waiting task is linked into, found by looking through
+/// every bucket (not from its slot, as the wheel does).
 fn bucket_of(wheel: &TimingWheel<u64>, handle: TimerHandle) -> u32 {
     let index = wheel.entries.resolve(handle).expect("waiting");
-    wheel.entries.slot(index).bucket
+    let found = wheel
+        .buckets
+        .iter()
+        .position(|b| b.iter().any(|i| i == index));
+    found.expect("linked in a bucket") as u32
+}
+
+impl TimingWheel<u64> {
+    /// The bucket id a waiting task's slot names (its level and deadline).
+    fn bucket_id_of(&self, handle: TimerHandle) -> u32 {
+        let slot = self.entries.slot(self.entries.resolve(handle).unwrap());
+        self.bucket_id(slot.state() as usize, slot.deadline)
+    }
 }
 
 #[test]
-fn a_paused_early_pass_survives_cancels_under_its_cursors_and_new_back_entries() {
+fn a_paused_early_pass_survives_cancels_around_where_it_stopped_and_new_back_entries() {
     // Tick 1, 20 buckets: the level-1 bucket [100, 120) has its early pass
     // at 90, which moves 100..110 (the front) and leaves 110..120 (the
-    // back). 96 entries alternate front and back over all eight chains.
+    // back). 96 entries alternate front and back.
     let mut wheel: TimingWheel<u64> = TimingWheel::new(1, 20, 0).unwrap();
     let handles: Vec<TimerHandle> = (0..96u64)
         .map(|i| schedule(&mut wheel, 100 + (i * 7) % 20))
         .collect();
     let id = bucket_of(&wheel, handles[0]);
     assert!(handles.iter().all(|&h| bucket_of(&wheel, h) == id));
-    let mut chains_used = [false; CHAINS];
-    for &h in &handles {
-        chains_used[chain(wheel.entries.resolve(h).unwrap())] = true;
-    }
-    assert_eq!(chains_used, [true; CHAINS], "the bucket fills every chain");
+    assert!(handles.iter().all(|&h| wheel.bucket_id_of(h) == id));
+    assert!(wheel.buckets[id as usize].len() > 2 * LOOKAHEAD);
 
-    // A few entries into the early pass, it pauses with a cursor in each chain.
+    // A few entries into the early pass, it pauses.
     let step = wheel.advance_bounded(90, 12, |d| panic!("{d} fired at 90"));
     assert!(!step.done);
-    assert!(wheel.buckets[id as usize].is_paused());
-    let cursors = wheel.buckets[id as usize].cursor;
-    assert!(cursors.iter().all(|&c| c != NOT_PAUSED));
+    assert!(wheel.buckets[id as usize].paused);
 
-    // Cancel every entry a cursor rests on, and one entry behind each.
+    // Cancel the entries the pass takes next (the front's last ones), its
+    // first ones (each cancel moves the last entry into the hole) and some
+    // at the back.
+    let front: Vec<u32> = wheel.buckets[id as usize]
+        .iter()
+        .filter(|&i| wheel.entries.slot(i).pos & FRONT != 0)
+        .collect();
+    let back: Vec<u32> = wheel.buckets[id as usize]
+        .iter()
+        .filter(|&i| wheel.entries.slot(i).pos & FRONT == 0)
+        .collect();
+    let targets: Vec<u32> = front[front.len() - 3..]
+        .iter()
+        .chain(&front[..3])
+        .chain(&back[..2])
+        .chain(&back[back.len() - 2..])
+        .copied()
+        .collect();
     let mut cancelled = Vec::new();
     for &h in &handles {
-        let index = wheel.entries.resolve(h);
-        if index.is_some_and(|i| cursors.contains(&i)) {
-            let next = wheel.entries.slot(index.unwrap()).next;
+        if wheel
+            .entries
+            .resolve(h)
+            .is_some_and(|i| targets.contains(&i))
+        {
             cancelled.push(wheel.cancel(h).unwrap());
-            if next != NIL {
-                let behind = handles
-                    .iter()
-                    .copied()
-                    .find(|&g| wheel.entries.resolve(g) == Some(next))
-                    .unwrap();
-                cancelled.push(wheel.cancel(behind).unwrap());
-            }
         }
     }
-    assert!(!cancelled.is_empty());
+    assert_eq!(cancelled.len(), targets.len());
 
     // New entries while paused: 115 joins the paused bucket's back (level 0
     // spans only [90, 110)), 105 goes to level 0, 119 equals the last back
@@ -123,7 +142,7 @@ fn cancelling_every_entry_of_a_paused_pass_ends_the_bucket_round() {
         .collect();
     assert!(moved_early.iter().all(|&d| d < 110), "{moved_early:?}");
     assert!(wheel.is_empty());
-    assert!(!wheel.buckets[id as usize].is_paused());
+    assert!(!wheel.buckets[id as usize].paused);
     // The bucket takes a later round cleanly.
     let again = schedule(&mut wheel, 500);
     assert_eq!(run_until(&mut wheel, 600), [(500, 500)]);
@@ -186,5 +205,27 @@ fn after_a_huge_jump_new_entries_land_in_the_right_slots() {
         let got: Vec<u64> = fired.into_iter().map(|(_, d)| d).collect();
         want.sort_unstable();
         assert_eq!(got, want, "tick {tick}, size {wheel_size}");
+    }
+}
+
+#[test]
+fn the_deepest_wheel_names_every_level_in_its_slots() {
+    // A two-bucket wheel with a 1 ms tick needs the most levels; a slot
+    // names its level in a few bits (see `MAX_LEVELS`).
+    for start in [0, MAX_DEADLINE_MS / 3, MAX_DEADLINE_MS - 5] {
+        let mut wheel: TimingWheel<u64> = TimingWheel::new(1, 2, start).unwrap();
+        let far = schedule(&mut wheel, MAX_DEADLINE_MS);
+        let near = schedule(&mut wheel, start + 3);
+        let mid = schedule(&mut wheel, start / 2 + MAX_DEADLINE_MS / 2);
+        assert!(wheel.levels() <= MAX_LEVELS as usize, "{}", wheel.levels());
+        for h in [far, near, mid] {
+            assert_eq!(wheel.bucket_id_of(h), bucket_of(&wheel, h));
+        }
+        assert_eq!(wheel.cancel(mid), Some(start / 2 + MAX_DEADLINE_MS / 2));
+        let mut fired = Vec::new();
+        wheel.advance(u64::MAX, |d| fired.push(d));
+        fired.sort_unstable();
+        assert_eq!(fired, [start + 3, MAX_DEADLINE_MS]);
+        assert!(!wheel.contains(far) && !wheel.contains(near));
     }
 }

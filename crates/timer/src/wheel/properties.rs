@@ -109,8 +109,8 @@ proptest! {
     }
 }
 
-/// Operations that crowd buckets: many entries of one bucket (spanning all
-/// its chains), deadlines on level boundaries, runs of cancels landing in
+/// Operations that crowd buckets: many entries of one bucket (more than a
+/// walk's prefetch lookahead), deadlines on level boundaries, runs of cancels landing in
 /// the middle of paused passes, and huge jumps of time.
 #[derive(Debug, Clone)]
 enum Crowd {
