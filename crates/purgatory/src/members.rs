@@ -20,7 +20,7 @@ const MAX_ROOM: usize = 64;
 
 /// The room for memberships beyond the first [`INLINE`]: allocated for an
 /// operation with several keys, and handed on, once it has left, to the
-/// next such operation a watching thread makes (see [`crate::retire`]).
+/// next such operation a watching thread makes (the retire queue does it).
 pub(crate) type Spill = Box<[Membership]>;
 
 /// An operation's memberships: the first [`INLINE`] in place, the others
