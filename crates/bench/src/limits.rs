@@ -113,6 +113,11 @@ pub fn keys_per_request(s: &str) -> Result<usize, String> {
     whole(s, 1, MAX_KEYS_PER_REQUEST).map(|v| v as usize)
 }
 
+/// Keys per W4 operation: 1 to [`MAX_KEYS_PER_REQUEST`].
+pub fn w4_keys_per_op(s: &str) -> Result<usize, String> {
+    whole(s, 1, MAX_KEYS_PER_REQUEST).map(|v| v as usize)
+}
+
 /// A key space: 1 to [`MAX_KEY_SPACE`].
 pub fn key_space(s: &str) -> Result<u64, String> {
     whole(s, 1, MAX_KEY_SPACE)

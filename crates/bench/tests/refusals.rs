@@ -41,6 +41,14 @@ fn counts_must_be_positive_and_bounded() {
     );
     refused(&["w4", "--keys", "-1"], &["--keys", "from 0 to 20000000"]);
     refused(
+        &["w4", "--keys-per-op", "0"],
+        &["--keys-per-op", "from 1 to"],
+    );
+    refused(
+        &["w4", "--keys-per-op", "3"],
+        &["--keys-per-op 3", "--only purgatory"],
+    );
+    refused(
         &["w3", "--n", "60000000", "--producers", "2"],
         &["--n × --producers", "at most 100000000"],
     );

@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use timer::{Timer, TimerHandle};
 
-use crate::members::Members;
+use crate::members::{Members, Spill};
 use crate::operation::{DelayedOperation, Owner, OwnerRef, Shared};
 use crate::outcome::Outcome;
 use crate::release::ExpiryTask;
@@ -103,9 +103,10 @@ impl<Op: DelayedOperation> Home<Op> {
     }
 
     /// Lets go of up to two unlinked operations' memory (a watching
-    /// thread's share; see [`crate::retire`]).
-    pub(crate) fn drop_unlinked(&self) {
-        self.retired.drop_unlinked();
+    /// thread's share; see [`crate::retire`]); returns spill room of size
+    /// `room` one of them had, for reuse.
+    pub(crate) fn drop_unlinked(&self, room: usize) -> Option<Spill> {
+        self.retired.drop_unlinked(room)
     }
 
     /// Frees everything retired and not yet freed, by any thread; then, if

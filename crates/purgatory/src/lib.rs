@@ -186,8 +186,8 @@
 //! assert_eq!(op.outcome(), Some(Outcome::Completed));
 //! ```
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
-// One `unsafe` block, in `operation.rs` (`Shared::take_kept`), allowed
-// there with its SAFETY note; none elsewhere.
+// Two `unsafe` blocks, each allowed where it is with its SAFETY note:
+// `Shared::detach` (operation.rs) and `OperationGuard`'s drop (oplock.rs).
 #![deny(unsafe_code)]
 
 mod builder;
@@ -196,6 +196,7 @@ mod home;
 mod maintenance;
 mod members;
 mod operation;
+mod oplock;
 mod outcome;
 mod purgatory;
 mod release;
@@ -207,9 +208,8 @@ mod watch;
 
 pub use crate::builder::{PurgatoryBuilder, ShutdownPolicy};
 pub use crate::error::PurgatoryError;
-pub use crate::operation::{
-    new_operation_lock, DelayedOperation, Operation, OperationGuard, OperationLock,
-};
+pub use crate::operation::{DelayedOperation, Operation};
+pub use crate::oplock::{new_operation_lock, OperationGuard, OperationLock};
 pub use crate::outcome::{Completion, Outcome};
 pub use crate::purgatory::Purgatory;
 #[doc(hidden)]

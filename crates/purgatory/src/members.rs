@@ -18,6 +18,11 @@ const INLINE: usize = 1;
 /// The most room [`Members::with_capacity`] makes up front.
 const MAX_ROOM: usize = 64;
 
+/// The room for memberships beyond the first [`INLINE`]: allocated for an
+/// operation with several keys, and handed on, once it has left, to the
+/// next such operation a watching thread makes (the retire queue does it).
+pub(crate) type Spill = Box<[Membership]>;
+
 /// An operation's memberships: the first [`INLINE`] in place, the others
 /// (an operation watched under more keys) in a boxed slice.
 ///
@@ -27,9 +32,8 @@ const MAX_ROOM: usize = 64;
 /// room that only operations with several keys use. Those pay one
 /// allocation, sized up front by [`with_capacity`](Self::with_capacity)
 /// from the number of keys expected (exact for an array or a vector of
-/// keys); a key beyond it reallocates the slice. It goes back to the
-/// allocator with the operation's memory, on a watching thread (see
-/// [`crate::retire`]).
+/// keys) or reused from an operation that left; a key beyond it
+/// reallocates the slice.
 #[derive(Debug, Default)]
 pub(crate) struct Members {
     /// The first `min(len, INLINE)` are meaningful.
@@ -45,16 +49,38 @@ impl Members {
         Self::default()
     }
 
-    /// No memberships yet, with room for `keys` without reallocating. The
+    /// The spill room [`with_capacity`](Self::with_capacity) makes for
+    /// `keys` keys: none for one key.
+    pub(crate) fn room_for(keys: usize) -> usize {
+        keys.saturating_sub(INLINE).min(MAX_ROOM)
+    }
+
+    /// No memberships yet, with room for `keys` without reallocating:
+    /// `spare` if it is exactly the room needed, else a new allocation. The
     /// count comes from the caller's iterator (its `size_hint`), so it is
     /// trusted only up to [`MAX_ROOM`]: a wrong hint costs reallocations,
     /// never a huge allocation.
-    pub(crate) fn with_capacity(keys: usize) -> Self {
-        let room = keys.saturating_sub(INLINE).min(MAX_ROOM);
+    pub(crate) fn with_capacity(keys: usize, spare: Option<Spill>) -> Self {
+        let room = Self::room_for(keys);
+        let rest = match spare {
+            Some(spare) if spare.len() == room => spare,
+            _ => vec![Membership::default(); room].into_boxed_slice(),
+        };
         Members {
-            rest: vec![Membership::default(); room].into_boxed_slice(),
+            rest,
             ..Self::default()
         }
+    }
+
+    /// How much spill room this holds.
+    pub(crate) fn spill_room(&self) -> usize {
+        self.rest.len()
+    }
+
+    /// The spill room, for another operation to reuse; `None` if there is
+    /// none (one key).
+    pub(crate) fn into_spill(self) -> Option<Spill> {
+        (!self.rest.is_empty()).then_some(self.rest)
     }
 
     pub(crate) fn push(&mut self, m: Membership) {
@@ -129,7 +155,7 @@ mod tests {
 
     #[test]
     fn room_made_up_front_is_filled_in_place_and_only_what_was_pushed_counts() {
-        let mut members = Members::with_capacity(INLINE + 2);
+        let mut members = Members::with_capacity(INLINE + 2, None);
         assert_eq!((members.len(), members.rest.len()), (0, 2));
         assert_eq!(members.iter().count(), 0);
         let n = INLINE as u32;
@@ -144,9 +170,29 @@ mod tests {
         members.push(m(n + 2));
         assert_eq!(members.len(), INLINE + 3);
         assert_eq!(shards(&members), (0..n + 3).collect::<Vec<_>>());
-        let few = Members::with_capacity(INLINE).rest.len();
+        let few = Members::with_capacity(INLINE, None).rest.len();
         assert_eq!(few, 0, "no more keys than in place: no allocation");
-        assert_eq!(Members::with_capacity(0).rest.len(), 0);
-        assert_eq!(Members::with_capacity(usize::MAX).rest.len(), MAX_ROOM);
+        assert_eq!(Members::with_capacity(0, None).rest.len(), 0);
+        assert_eq!(
+            Members::with_capacity(usize::MAX, None).rest.len(),
+            MAX_ROOM
+        );
+    }
+
+    #[test]
+    fn a_spare_spill_of_the_right_size_is_reused_and_one_key_has_none() {
+        let mut used = Members::with_capacity(INLINE + 2, None);
+        for i in 0..INLINE as u32 + 2 {
+            used.push(m(i));
+        }
+        let spill = used.into_spill().expect("two keys spilled");
+        let at = spill.as_ptr();
+        let reused = Members::with_capacity(INLINE + 2, Some(spill));
+        assert_eq!(reused.rest.as_ptr(), at, "reused");
+        assert!(reused.is_empty(), "reused room holds no memberships");
+        let spill = reused.into_spill().unwrap();
+        let other = Members::with_capacity(INLINE + 3, Some(spill));
+        assert_eq!(other.rest.len(), 3, "wrong size: a new one");
+        assert!(Members::with_capacity(1, None).into_spill().is_none());
     }
 }

@@ -3,7 +3,8 @@
 //! handle to it ([`Operation`]).
 //!
 //! One allocation holds everything an operation needs: its state byte
-//! ([`OpState`]), its lock (unless a shared one is supplied), the user's
+//! ([`OpState`]), its lock (one byte, see `crate::oplock`, unless a shared
+//! one is supplied), the user's
 //! value and its *links*: the purgatory it is watched in (as an [`Owner`],
 //! the trait this module declares for what it needs from there), its claim
 //! epoch, its timer handle, its slot in every watch list it joined, and its
@@ -33,8 +34,9 @@ use std::time::Duration;
 use timer::TimerHandle;
 
 use crate::members::Members;
+use crate::oplock::{OpLock, OperationGuard, OperationLock};
 use crate::outcome::{Completion, OpState, Outcome, Signal};
-use crate::sync::{AtomicU32, Mutex, Ordering, ReentrantMutex, ReentrantMutexGuard};
+use crate::sync::{AtomicU32, Mutex, Ordering};
 
 /// What a delayed operation does: the condition it waits for and what it does
 /// when it finishes.
@@ -92,30 +94,6 @@ pub trait DelayedOperation: Send + Sync + 'static {
     /// Runs after `on_complete` when (and only when) the timeout completed
     /// the operation. It runs even if `on_complete` panicked.
     fn on_expiration(&self) {}
-}
-
-/// A reentrant lock shareable by several operations (Kafka uses the group
-/// lock for a group's heartbeat, join and sync operations).
-///
-/// Create one with [`new_operation_lock`] and pass it to
-/// [`Operation::with_lock`]. It must be reentrant: code holding it may call
-/// [`Purgatory::check_and_complete`](crate::Purgatory::check_and_complete),
-/// which locks the operations again.
-pub type OperationLock = Arc<ReentrantMutex<()>>;
-
-/// A fresh [`OperationLock`].
-pub fn new_operation_lock() -> OperationLock {
-    Arc::new(ReentrantMutex::new(()))
-}
-
-/// Proof that the current thread holds an operation's lock; see
-/// [`Operation::lock`].
-pub type OperationGuard<'a> = ReentrantMutexGuard<'a, ()>;
-
-/// The operation's own lock, or a shared one.
-enum LockKind {
-    Own(ReentrantMutex<()>),
-    Shared(OperationLock),
 }
 
 /// The purgatory an operation is watched in, behind one more pointer so
@@ -179,13 +157,13 @@ pub(crate) struct Shared<Op: DelayedOperation> {
     /// operation lock and the links' lock held, read under the links' lock
     /// (so `Relaxed` suffices: the lock orders it).
     epoch: AtomicU32,
-    lock: LockKind,
+    lock: OpLock,
     op: Op,
     pub(crate) links: Mutex<Links<Op>>,
 }
 
 impl<Op: DelayedOperation> Shared<Op> {
-    fn new(op: Op, lock: LockKind) -> Self {
+    fn new(op: Op, lock: OpLock) -> Self {
         Shared {
             state: OpState::new(),
             epoch: AtomicU32::new(0),
@@ -211,14 +189,12 @@ impl<Op: DelayedOperation> Shared<Op> {
     }
 
     pub(crate) fn lock(&self) -> OperationGuard<'_> {
-        self.raw_lock().lock()
+        self.lock.lock()
     }
 
-    pub(crate) fn raw_lock(&self) -> &ReentrantMutex<()> {
-        match &self.lock {
-            LockKind::Own(m) => m,
-            LockKind::Shared(m) => m,
-        }
+    /// Whether this thread holds the operation's lock.
+    pub(crate) fn is_locked_here(&self) -> bool {
+        self.lock.is_held_by_current_thread()
     }
 
     pub(crate) fn is_completed(&self) -> bool {
@@ -300,17 +276,14 @@ pub struct Operation<Op: DelayedOperation>(pub(crate) Arc<Shared<Op>>);
 impl<Op: DelayedOperation> Operation<Op> {
     /// Wraps `op` with its own reentrant lock.
     pub fn new(op: Op) -> Self {
-        Operation(Arc::new(Shared::new(
-            op,
-            LockKind::Own(ReentrantMutex::new(())),
-        )))
+        Operation(Arc::new(Shared::new(op, OpLock::own())))
     }
 
     /// Wraps `op` with a caller-supplied lock, which may be shared by several
     /// operations (Kafka's group lock): their callbacks then never run
     /// concurrently with each other or with code holding the lock.
     pub fn with_lock(op: Op, lock: OperationLock) -> Self {
-        Operation(Arc::new(Shared::new(op, LockKind::Shared(lock))))
+        Operation(Arc::new(Shared::new(op, OpLock::Shared(lock))))
     }
 
     /// Whether the operation has completed (by its condition, by force or by
@@ -381,7 +354,7 @@ impl<Op: DelayedOperation> Operation<Op> {
 
     /// Whether the current thread holds the operation's lock.
     pub fn is_locked_by_current_thread(&self) -> bool {
-        self.0.raw_lock().is_owned_by_current_thread()
+        self.0.is_locked_here()
     }
 
     /// Whether two handles refer to the same operation.
@@ -441,21 +414,21 @@ mod layout_tests {
 
     /// What every pending operation pays, beyond its value and the
     /// allocation's two reference counts: the state byte and the epoch (8),
-    /// its lock (32), the links behind their mutex (64 + 8): a thin owner
+    /// its lock (16), the links behind their mutex (64 + 8): a thin owner
     /// (8), the timer handle (16), one membership in place (32), the
-    /// waiters (8). With the two reference counts, 152 bytes: a 160-byte
+    /// waiters (8). With the two reference counts, 136 bytes: a 144-byte
     /// block from glibc's malloc. A change here changes the bytes per
     /// pending operation; keep it deliberate.
     #[test]
-    fn an_operation_of_24_bytes_takes_136() {
+    fn an_operation_of_24_bytes_takes_120() {
         assert_eq!(size_of::<Op24>(), 24);
-        assert_eq!(size_of::<LockKind>(), 32);
+        assert_eq!(size_of::<OpLock>(), 16);
         assert_eq!(size_of::<Option<OwnerRef<Op24>>>(), 8);
         assert_eq!(size_of::<Option<TimerHandle>>(), 16);
         assert_eq!(size_of::<Members>(), 32);
         assert_eq!(size_of::<Links<Op24>>(), 64);
         assert_eq!(size_of::<Mutex<Links<Op24>>>(), 72);
-        assert_eq!(size_of::<Shared<Op24>>(), 136);
+        assert_eq!(size_of::<Shared<Op24>>(), 120);
     }
 
     struct NoOwner;

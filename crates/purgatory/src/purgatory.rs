@@ -231,8 +231,10 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
             return Err((PurgatoryError::Shutdown, None));
         }
         // This thread's share of returning finished operations' memory, so
-        // it is freed where operations are created (see `crate::retire`).
-        self.home.drop_unlinked();
+        // it is freed where operations are created (see `crate::retire`),
+        // and spill room for this one's memberships if it has several keys.
+        let keys_hint = keys.size_hint().0;
+        let spare = self.home.drop_unlinked(Members::room_for(keys_hint));
         let name = self.home.name.as_str();
         let (epoch, timeout) = {
             let _guard = shared.lock();
@@ -260,7 +262,8 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
             // never applies.
             let claimed = shared.state.claim();
             debug_assert!(claimed, "neither watched nor completed, lock held");
-            let (members, refused) = self.watch_all(shared, keys);
+            let members = Members::with_capacity(keys_hint, spare);
+            let (members, refused) = self.watch_all(shared, keys, members);
             debug_assert!(!shared.is_completed());
             self.home.add_watched(members.len());
             let epoch = shared.attach(self.owner.clone(), members);
@@ -278,16 +281,17 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
         self.arm(shared, epoch, timeout)
     }
 
-    /// Adds `shared` to the list of every key; returns its memberships, and
-    /// whether a shutdown refused one. If a key's `Hash` or `Eq` panics, the
+    /// Adds `shared` to the list of every key, recording each in `members`
+    /// (empty, with room made); returns them, and whether a shutdown
+    /// refused one. If a key's `Hash` or `Eq` panics, the
     /// lists joined so far are left before the panic goes on, so that no
     /// partial watch remains. Operation lock held.
     fn watch_all(
         &self,
         shared: &Arc<Shared<Op>>,
         keys: impl Iterator<Item = K>,
+        mut members: Members,
     ) -> (Members, bool) {
-        let mut members = Members::with_capacity(keys.size_hint().0);
         let closed = || self.home.is_shut_down();
         let joined = catch_unwind(AssertUnwindSafe(|| {
             for key in keys {

@@ -143,7 +143,7 @@ impl<Op: DelayedOperation> Shared<Op> {
     /// owner. Lock held, outcome decided. Returns the token to let go of and
     /// the owner it left (for the callbacks' logs).
     fn unlink(self: &Arc<Self>, outcome: Outcome) -> (Released<Op>, Option<OwnerRef<Op>>) {
-        debug_assert!(self.raw_lock().is_owned_by_current_thread());
+        debug_assert!(self.is_locked_here());
         let (owner, timer, members, keep, signal) = {
             let mut links = self.links.lock();
             let (owner, keep) = self.detach(&mut links).unzip();

@@ -44,6 +44,10 @@
 //! thread than the one that allocated it goes back through the allocating
 //! arena's lock.) The queue holds at most [`UNLINKED_MAX`]; what does not
 //! fit is let go at once. [`RetireQueue::free_all`] empties everything.
+//! The spill room of an operation with several keys (see
+//! [`Members`]) is not let go there but handed to the watch being made, if
+//! it needs room of that size: a workload whose operations all have a few
+//! keys then allocates none for them in a steady state.
 
 use std::collections::VecDeque;
 use std::sync::Weak;
@@ -51,7 +55,7 @@ use std::sync::Weak;
 use crossbeam_utils::CachePadded;
 use timer::{Timer, TimerHandle, TimerTask};
 
-use crate::members::Members;
+use crate::members::{Members, Spill};
 use crate::operation::{DelayedOperation, Shared};
 use crate::stripe;
 use crate::sync::{AtomicUsize, Mutex, Ordering};
@@ -90,9 +94,10 @@ pub(crate) trait Unwatch<Op: DelayedOperation>: Send + Sync {
 
 type Stripe<Op> = CachePadded<Mutex<Vec<Retired<Op>>>>;
 
-/// An unlinked operation: its last weak reference, and its memberships,
-/// whose spill storage (an operation with several keys) was allocated by
-/// the watching thread and so goes back there too.
+/// An unlinked operation: its last weak reference (empty once let go, see
+/// [`RetireQueue::drop_unlinked`]), and its memberships, whose spill room
+/// (an operation with several keys) was allocated by a watching thread and
+/// so goes back to one too, for reuse.
 type Unlinked<Op> = (Weak<Shared<Op>>, Members);
 
 /// Retired operations waiting to be freed, striped by thread, and unlinked
@@ -166,19 +171,45 @@ impl<Op: DelayedOperation> RetireQueue<Op> {
     }
 
     /// Lets go of up to [`DROPS_PER_WATCH`] unlinked operations, oldest
-    /// first: called by a thread about to watch an operation.
-    pub(crate) fn drop_unlinked(&self) {
+    /// first: called by a thread about to watch an operation whose
+    /// memberships need `room` spill room. Returns the first spill room of
+    /// exactly that size they had, for the operation to reuse.
+    ///
+    /// A second spill room of that size is not let go: its entry stays at
+    /// the front, holding only the spill (its operation's reference is let
+    /// go now), for the next watch with the same need. So a workload whose
+    /// operations all have the same few keys reuses every spill.
+    pub(crate) fn drop_unlinked(&self, room: usize) -> Option<Spill> {
         // Relaxed: a stale zero only leaves the operations for the next call.
         if self.unlinked_len.load(Ordering::Relaxed) == 0 {
-            return;
+            return None;
         }
-        let taken: [Option<Unlinked<Op>>; DROPS_PER_WATCH] = {
+        let mut ops: [Weak<Shared<Op>>; DROPS_PER_WATCH] = Default::default();
+        let mut spills: [Option<Members>; DROPS_PER_WATCH] = Default::default();
+        let mut spare = None;
+        {
             let mut queue = self.unlinked.lock();
-            let taken = std::array::from_fn(|_| queue.pop_front());
+            for (op, spill) in ops.iter_mut().zip(&mut spills) {
+                let Some((front_op, front)) = queue.front_mut() else {
+                    break;
+                };
+                *op = std::mem::take(front_op);
+                let fits = room > 0 && front.spill_room() == room;
+                if fits && spare.is_some() {
+                    break;
+                }
+                let (_, members) = queue.pop_front().expect("a front");
+                if fits {
+                    spare = members.into_spill();
+                } else {
+                    *spill = Some(members);
+                }
+            }
             self.unlinked_len.store(queue.len(), Ordering::Relaxed);
-            taken
-        };
-        drop(taken);
+        }
+        // The operations' memory and unused spills go here, unlocked.
+        drop((ops, spills));
+        spare
     }
 
     /// Frees the slots and cancels the timer entries of `batch`, then queues

@@ -3,8 +3,8 @@
 //! mutex are loom's, and the loom tests explore every interleaving of the
 //! protocol modules built on them (the `outcome` module).
 //!
-//! Reference counts (`Arc`, `Weak`) and the operations' reentrant locks are
-//! not swapped: loom models neither `Weak` nor reentrancy, and the protocol
+//! Reference counts (`Arc`, `Weak`) and the operations' reentrant locks
+//! (the `oplock` module takes parking_lot's directly) are not swapped: loom models neither `Weak` nor reentrancy, and the protocol
 //! the tests check does not depend on them.
 
 #[cfg(not(loom))]
@@ -56,6 +56,3 @@ pub(crate) fn lock_spinning<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 pub(crate) fn lock_spinning<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock()
 }
-
-/// The operations' reentrant locks (never swapped; see the module docs).
-pub(crate) use parking_lot::{ReentrantMutex, ReentrantMutexGuard};

@@ -126,6 +126,10 @@ pub(crate) struct W4Args {
     /// 0 gives every operation its own key.
     #[arg(long, default_value_t = 100_000, value_parser = limits::w4_keys, allow_negative_numbers = true)]
     pub(crate) keys: usize,
+    /// Keys each operation watches (drawn independently; above 1, only the
+    /// `purgatory` implementation runs: add `--only purgatory`).
+    #[arg(long, default_value_t = 1, value_parser = limits::w4_keys_per_op, allow_negative_numbers = true)]
+    pub(crate) keys_per_op: usize,
     /// Timeout of phase C's operations, ms (phases A and E use 300 s, so
     /// that nothing expires before it is checked or shut down).
     #[arg(long, default_value_t = 100, value_parser = limits::delay_ms, allow_negative_numbers = true)]

@@ -7,7 +7,23 @@ use crate::w4;
 
 /// Refuses what `run` cannot run meaningfully.
 pub(crate) fn validate(a: &W4Args) -> Result<(), String> {
-    validate_common(&a.common, w4::IMPLS)
+    validate_common(&a.common, w4::IMPLS)?;
+    let runs = |name: &str| {
+        let only = &a.common.only;
+        a.common
+            .child_impl
+            .as_deref()
+            .map_or(only.is_empty() || only.iter().any(|o| o == name), |c| {
+                c == name
+            })
+    };
+    if a.keys_per_op > 1 && runs("tokio_notify") {
+        return Err(format!(
+            "--keys-per-op {}: tokio_notify watches one key per operation; add --only purgatory",
+            a.keys_per_op
+        ));
+    }
+    Ok(())
 }
 
 /// Runs W4 (or, in a child process, one implementation of it).
@@ -15,15 +31,20 @@ pub(crate) fn run(a: &W4Args) -> Result<(), String> {
     let params = w4::W4Params {
         pending: a.pending,
         keys: a.keys,
+        keys_per_op: a.keys_per_op,
         timeout_ms: a.timeout_ms,
         seed: a.common.seed,
     };
     let p = params.clone();
     let args = a.clone();
     let keys = if params.keys == 0 {
-        "every operation its own key".to_string()
+        "every key its own".to_string()
     } else {
         format!("keys drawn from {}", params.keys)
+    };
+    let per_op = match params.keys_per_op {
+        1 => "one key each".to_string(),
+        k => format!("{k} keys each"),
     };
     run_workload(
         &a.common,
@@ -43,6 +64,7 @@ pub(crate) fn run(a: &W4Args) -> Result<(), String> {
                     &[
                         ("--pending", args.pending.to_string()),
                         ("--keys", args.keys.to_string()),
+                        ("--keys-per-op", args.keys_per_op.to_string()),
                         ("--timeout-ms", args.timeout_ms.to_string()),
                         ("--seed", args.common.seed.to_string()),
                     ],
@@ -51,7 +73,7 @@ pub(crate) fn run(a: &W4Args) -> Result<(), String> {
             targets: w4::targets,
             annotate: |_| {},
             describe: format!(
-                "W4 scale: {} operations per phase, one key each ({keys}, seed {}), a 24-byte operation; A fill and E shutdown with 300 s timeouts, B check, C expiry after {} ms, D burst on one deadline (real clock, reaper running, {} allocator)",
+                "W4 scale: {} operations per phase, {per_op} ({keys}, seed {}), a 24-byte operation; A fill and E shutdown with 300 s timeouts, B check, C expiry after {} ms, D burst on one deadline (real clock, reaper running, {} allocator)",
                 params.pending,
                 params.seed,
                 params.timeout_ms,

@@ -35,18 +35,19 @@ impl DelayedOperation for W4Op {
     }
 }
 
-/// Watches `n` operations of `phase`, operation `i` under `keys[i]`, its
-/// timeout given by `timeout_ns(now_ns)`. Returns the operations the
+/// Watches `n` operations of `phase`, operation `i` under the `i`th chunk
+/// of `per_op` keys of `keys`, its timeout given by `timeout_ns(now_ns)`. Returns the operations the
 /// purgatory refused or completed at once (none expected).
 fn fill(
     purgatory: &Purgatory<u64, W4Op>,
     phase: &'static Phase,
     keys: &[u64],
+    per_op: usize,
     progress: &mut Progress,
     timeout_ns: impl Fn(u64) -> u64,
 ) -> u64 {
     let mut bad = 0;
-    for (i, &key) in keys.iter().enumerate() {
+    for (i, op_keys) in keys.chunks(per_op).enumerate() {
         if i % 65_536 == 0 {
             progress.update(i as u64);
         }
@@ -57,7 +58,7 @@ fn fill(
             deadline_ns: now + timeout_ns,
             timeout_ns,
         });
-        if purgatory.try_complete_else_watch(op, [key]) != Ok(false) {
+        if purgatory.try_complete_else_watch(op, op_keys.iter().copied()) != Ok(false) {
             bad += 1;
         }
     }
@@ -67,7 +68,8 @@ fn fill(
 /// Runs W4 on the purgatory.
 pub fn run(params: &W4Params, progress: &mut Progress) -> Result<W4Result, String> {
     let n = params.pending;
-    let keys = draw_keys(params.seed, n, params.keys);
+    let per_op = params.keys_per_op.max(1);
+    let keys = draw_keys(params.seed, n * per_op, params.keys);
     let origin = Instant::now();
     let [a, c, d, e] = [(); 4].map(|_| Phase::leak(origin));
     let purgatory: Purgatory<u64, W4Op> = Purgatory::builder("w4")
@@ -78,14 +80,14 @@ pub fn run(params: &W4Params, progress: &mut Progress) -> Result<W4Result, Strin
 
     progress.phase("A fill", n as u64);
     let t = Instant::now();
-    result.bad += fill(&purgatory, a, &keys, progress, |_| LONG_TIMEOUT_NS);
+    result.bad += fill(&purgatory, a, &keys, per_op, progress, |_| LONG_TIMEOUT_NS);
     result.watch = t.elapsed();
     memory.filled();
 
     progress.phase("B check", n as u64);
     let t = Instant::now();
     a.flag.store(true, std::sync::atomic::Ordering::Release);
-    for key in 0..key_count(n, params.keys) as u64 {
+    for key in 0..key_count(n * per_op, params.keys) as u64 {
         purgatory.check_and_complete(&key);
     }
     wait_for(
@@ -104,11 +106,11 @@ pub fn run(params: &W4Params, progress: &mut Progress) -> Result<W4Result, Strin
     result.memory = memory;
 
     result.bad += super::expiry_and_burst(params, [c, d], result.watch, progress, |p, pr, t| {
-        fill(&purgatory, p, &keys, pr, t)
+        fill(&purgatory, p, &keys, per_op, pr, t)
     });
 
     progress.phase("E shutdown", n as u64);
-    result.bad += fill(&purgatory, e, &keys, progress, |_| LONG_TIMEOUT_NS);
+    result.bad += fill(&purgatory, e, &keys, per_op, progress, |_| LONG_TIMEOUT_NS);
     let t = Instant::now();
     let pending = purgatory.shutdown();
     result.shutdown_pending = pending.len();

@@ -56,6 +56,12 @@ fn fill(
 /// Runs W4 on the tokio peer.
 pub fn run(params: &W4Params, progress: &mut Progress) -> Result<W4Result, String> {
     let n = params.pending;
+    if params.keys_per_op != 1 {
+        return Err(format!(
+            "tokio_notify watches one key per operation, not {}",
+            params.keys_per_op
+        ));
+    }
     let keys = draw_keys(params.seed, n, params.keys);
     let origin = Instant::now();
     let [a, c, d, e] = [(); 4].map(|_| Phase::leak(origin));
