@@ -266,4 +266,34 @@ impl<T> TimingWheel<T> {
     pub(crate) fn delay_queue(&self) -> &crate::DelayQueue<u32> {
         &self.queue
     }
+
+    /// Checks the buckets against the slots: each entry's slot says where
+    /// in its bucket's arrays it sits, its level and deadline name that
+    /// bucket, every waiting entry is in a bucket, and a bucket is paused
+    /// iff a pass over it is.
+    pub(crate) fn check_structure(&self) -> Result<(), String> {
+        let size = self.wheel_size as usize;
+        let mut linked = 0;
+        for (id, bucket) in self.buckets.iter().enumerate() {
+            let level = id / size;
+            if !bucket.positions_match(&self.entries, level as u32) {
+                return Err(format!("bucket {id}: positions or levels disagree"));
+            }
+            for index in bucket.iter() {
+                let deadline = self.entries.slot(index).deadline;
+                if self.bucket_id(level, deadline) as usize != id {
+                    return Err(format!("entry {index} ({deadline}) is not in bucket {id}"));
+                }
+            }
+            let passed = self.paused.iter().any(|p| p.bucket as usize == id);
+            if bucket.paused != passed {
+                return Err(format!("bucket {id}: paused {}", bucket.paused));
+            }
+            linked += bucket.len();
+        }
+        match linked == self.entries.len() {
+            true => Ok(()),
+            false => Err(format!("{linked} linked of {}", self.entries.len())),
+        }
+    }
 }
