@@ -28,8 +28,8 @@
 //! 0), `handover_rate` (tasks/s) and `late_p99_target_ms` =
 //! `n / handover_rate + 5 ms`, the lateness the burst would show if the
 //! reaper handed tasks over as fast as the executor runs them. Also the CPU
-//! time the reaper and the executor threads spent from the end of the fill
-//! to the last task (`reaper_cpu_ms`, `executor_cpu_ms`, from the kernel's
+//! time the reaper and the executor threads spent from the deadline to the
+//! last task (`reaper_cpu_ms`, `executor_cpu_ms`, from the kernel's
 //! per-thread `schedstat`): on a busy machine, where wall times stretch,
 //! they still tell which of the two bounds the drain.
 
@@ -185,8 +185,8 @@ pub struct BurstResult {
     pub handover_rate: Option<f64>,
     /// Peak RSS of the process, MB.
     pub peak_rss_mb: Option<f64>,
-    /// CPU time of the reaper thread from the end of the fill to the last
-    /// burst task (`None` where the kernel does not tell).
+    /// CPU time of the reaper thread from the deadline to the last burst
+    /// task (`None` where the kernel does not tell).
     pub reaper_cpu: Option<Duration>,
     /// The same for the executor thread.
     pub executor_cpu: Option<Duration>,
@@ -325,9 +325,11 @@ fn run_timer(params: &BurstParams, progress: &mut Progress) -> Result<BurstResul
     }
     let fill = fill_start.elapsed();
     let slack_ms = (deadline_ns as f64 - clock.now_nanos() as f64) / 1e6;
-    let threads_before = [REAPER_THREAD, EXECUTOR_THREAD].map(threads_cpu);
     progress.phase("burst expiry", n as u64);
-    let give_up = origin + Duration::from_millis(deadline_ms) + GIVE_UP;
+    let deadline = origin + Duration::from_millis(deadline_ms);
+    thread::sleep(deadline.saturating_duration_since(Instant::now()));
+    let threads_before = [REAPER_THREAD, EXECUTOR_THREAD].map(threads_cpu);
+    let give_up = deadline + GIVE_UP;
     wait_for(n, give_up, progress, || rec.fired());
     let cpu_since =
         |thread, before: Option<Duration>| Some(threads_cpu(thread)?.saturating_sub(before?));
