@@ -329,7 +329,6 @@ impl<T> TimingWheel<T> {
         // A paused pass resumes from what is left in the arrays: nothing to
         // fix up.
         bucket.unlink(&mut self.entries, index);
-        bucket.release_if_empty();
         Some(self.entries.remove(index))
     }
 
