@@ -7,6 +7,7 @@ use crate::bucket::{Bucket, Side};
 use crate::entries::TimerHandle;
 use crate::entries::MAX_LEVELS;
 
+use super::divisor::Divisor;
 use super::TimingWheel;
 
 /// One level of the wheel: its granularity and its own current time.
@@ -14,6 +15,8 @@ use super::TimingWheel;
 pub(super) struct Level {
     /// Width of one bucket, ms.
     pub(super) tick: u64,
+    /// `tick`, prepared for dividing deadlines by it.
+    pub(super) per_tick: Divisor,
     /// `tick * wheel_size`, saturating: the span the level covers.
     pub(super) interval: u64,
     /// Start of the level's current bucket: a multiple of `tick`.
@@ -102,7 +105,7 @@ impl<T> TimingWheel<T> {
         // buckets ahead of the current one: one division, no modulo.
         let ahead = match tick {
             1 => deadline - current_time, // level 0 at Kafka's default tick
-            _ => (deadline - current_time) / tick,
+            _ => self.levels[level].per_tick.div(deadline - current_time),
         };
         let mut slot = current_slot + ahead;
         if slot >= self.wheel_size {
@@ -161,6 +164,7 @@ impl<T> TimingWheel<T> {
         let current_time = start - start % tick;
         self.levels.push(Level {
             tick,
+            per_tick: Divisor::new(tick),
             interval: tick.saturating_mul(self.wheel_size),
             current_time,
             current_slot: (current_time / tick) % self.wheel_size,
@@ -174,12 +178,12 @@ impl<T> TimingWheel<T> {
     /// rule, `(deadline / tick) % wheel_size` within the level.
     #[inline]
     pub(super) fn bucket_id(&self, level: usize, deadline: u64) -> u32 {
-        let tick = self.levels[level].tick;
+        let Level { tick, per_tick, .. } = self.levels[level];
         let ticks = match tick {
             1 => deadline,
-            _ => deadline / tick,
+            _ => per_tick.div(deadline),
         };
-        (level as u64 * self.wheel_size + ticks % self.wheel_size) as u32
+        (level as u64 * self.wheel_size + self.per_size.rem(ticks)) as u32
     }
 
     /// Moves every level's time up to `time` (rounded down to its tick).
