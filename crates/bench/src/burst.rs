@@ -27,7 +27,11 @@
 //! `late_p50_ms`, `late_p99_ms`, `fired`, `early` (runs before `D`: must be
 //! 0), `handover_rate` (tasks/s) and `late_p99_target_ms` =
 //! `n / handover_rate + 5 ms`, the lateness the burst would show if the
-//! reaper handed tasks over as fast as the executor runs them.
+//! reaper handed tasks over as fast as the executor runs them. Also the CPU
+//! time the reaper and the executor threads spent from the deadline to the
+//! last task (`reaper_cpu_ms`, `executor_cpu_ms`, from the kernel's
+//! per-thread `schedstat`): on a busy machine, where wall times stretch,
+//! they still tell which of the two bounds the drain.
 
 use crate::measure::lateness::Recorder;
 use crate::measure::rss;
@@ -56,6 +60,8 @@ pub const COLUMNS: &[(&str, &str)] = &[
     ("p99 ms", "late_p99_ms"),
     ("drain ms", "drain_ms"),
     ("p99 target ms", "late_p99_target_ms"),
+    ("reaper CPU ms", "reaper_cpu_ms"),
+    ("executor CPU ms", "executor_cpu_ms"),
     ("hand-over/s", "handover_rate"),
     ("fired", "fired"),
     ("early", "early"),
@@ -179,6 +185,11 @@ pub struct BurstResult {
     pub handover_rate: Option<f64>,
     /// Peak RSS of the process, MB.
     pub peak_rss_mb: Option<f64>,
+    /// CPU time of the reaper thread from the deadline to the last burst
+    /// task (`None` where the kernel does not tell).
+    pub reaper_cpu: Option<Duration>,
+    /// The same for the executor thread.
+    pub executor_cpu: Option<Duration>,
 }
 
 impl BurstResult {
@@ -217,6 +228,14 @@ impl BurstResult {
             .with("fill_ms", self.fill.as_secs_f64() * 1e3)
             .with("slack_ms", self.slack_ms)
             .with("peak_rss_mb", self.peak_rss_mb)
+            .with(
+                "reaper_cpu_ms",
+                self.reaper_cpu.map(|d| d.as_secs_f64() * 1e3),
+            )
+            .with(
+                "executor_cpu_ms",
+                self.executor_cpu.map(|d| d.as_secs_f64() * 1e3),
+            )
     }
 }
 
@@ -307,8 +326,15 @@ fn run_timer(params: &BurstParams, progress: &mut Progress) -> Result<BurstResul
     let fill = fill_start.elapsed();
     let slack_ms = (deadline_ns as f64 - clock.now_nanos() as f64) / 1e6;
     progress.phase("burst expiry", n as u64);
-    let give_up = origin + Duration::from_millis(deadline_ms) + GIVE_UP;
+    let deadline = origin + Duration::from_millis(deadline_ms);
+    thread::sleep(deadline.saturating_duration_since(Instant::now()));
+    let threads_before = [REAPER_THREAD, EXECUTOR_THREAD].map(threads_cpu);
+    let give_up = deadline + GIVE_UP;
     wait_for(n, give_up, progress, || rec.fired());
+    let cpu_since =
+        |thread, before: Option<Duration>| Some(threads_cpu(thread)?.saturating_sub(before?));
+    let reaper_cpu = cpu_since(REAPER_THREAD, threads_before[0]);
+    let executor_cpu = cpu_since(EXECUTOR_THREAD, threads_before[1]);
 
     // 3. Hand-over rate.
     let m = n.max(params.handover_min);
@@ -330,7 +356,31 @@ fn run_timer(params: &BurstParams, progress: &mut Progress) -> Result<BurstResul
         handover_tasks: m,
         handover_rate,
         peak_rss_mb: rss::peak_rss_kb().map(|kb| kb as f64 / 1024.0),
+        reaper_cpu,
+        executor_cpu,
     })
+}
+
+/// How the names of the timer's reaper and executor threads start, as the
+/// kernel keeps them (15 bytes at most).
+const REAPER_THREAD: &str = "ExpirationReape";
+const EXECUTOR_THREAD: &str = "executor-";
+
+/// CPU time of this process's threads whose name starts with `prefix`,
+/// summed, from `/proc/self/task/*/schedstat` (nanoseconds on a CPU). `None`
+/// where there is no such file, or no such thread.
+fn threads_cpu(prefix: &str) -> Option<Duration> {
+    let mut total = None;
+    for task in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
+        let path = task.path();
+        let named = std::fs::read_to_string(path.join("comm")).is_ok_and(|c| c.starts_with(prefix));
+        let ns = std::fs::read_to_string(path.join("schedstat")).ok();
+        let ns = ns.and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok());
+        if let (true, Some(ns)) = (named, ns) {
+            total = Some(total.unwrap_or(Duration::ZERO) + Duration::from_nanos(ns));
+        }
+    }
+    total
 }
 
 /// The executor's hand-over rate, tasks/s (see the module docs).

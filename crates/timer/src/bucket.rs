@@ -39,10 +39,10 @@ pub(crate) const FRONT: u32 = 1 << 31;
 /// of: enough misses in flight to cover a memory access's latency.
 pub(crate) const LOOKAHEAD: usize = 16;
 
-/// Capacity (entries) above which a bucket that empties gives its arrays'
-/// memory back: a peak of millions of pending tasks must not stay resident
-/// in buckets once they are gone, while small buckets, which fill and
-/// empty every round, keep theirs.
+/// Capacity (entries) above which an array gives memory back as it empties
+/// (see `shrink_if_sparse`): a peak of millions of pending tasks must not
+/// stay resident in buckets once they are gone, while small buckets, which
+/// fill and empty every round, keep theirs.
 const KEEP_CAPACITY: usize = 1024;
 
 /// `expiration` of a bucket that covers no time range.
@@ -154,6 +154,7 @@ impl Bucket {
             list[at] = last;
             entries.slot_mut(last).pos = pos;
         }
+        shrink_if_sparse(list);
     }
 
     /// Takes the last entry of `side` out of the bucket, if any, and
@@ -165,6 +166,7 @@ impl Bucket {
         if let Some(ahead) = list.len().checked_sub(LOOKAHEAD) {
             entries.prefetch(list[ahead]);
         }
+        shrink_if_sparse(list);
         let slot = entries.slot_mut(index);
         debug_assert_eq!(slot.pos & !FRONT, list.len() as u32);
         slot.set_state(UNLINKED);
@@ -184,13 +186,17 @@ impl Bucket {
         }
     }
 
-    /// Gives the arrays' memory back if the bucket is empty and they are
-    /// large (see [`KEEP_CAPACITY`]).
-    pub(crate) fn release_if_empty(&mut self) {
-        if self.is_empty() && self.front.capacity() + self.back.capacity() > KEEP_CAPACITY {
-            self.front = Vec::new();
-            self.back = Vec::new();
-        }
+    /// Whether each entry's slot says where in the arrays it is and that it
+    /// is linked at `level` (for the crate's tests).
+    #[cfg(test)]
+    pub(crate) fn positions_match<T>(&self, entries: &Entries<T>, level: u32) -> bool {
+        let sides = [(FRONT, &self.front), (0, &self.back)];
+        sides.into_iter().all(|(side, list)| {
+            list.iter().enumerate().all(|(at, &index)| {
+                let slot = entries.slot(index);
+                slot.pos == at as u32 | side && slot.state() == level
+            })
+        })
     }
 
     /// Memory the arrays hold, in entries (for tests of its release).
@@ -200,19 +206,31 @@ impl Bucket {
     }
 }
 
+/// Halves a large array's memory once it is three-quarters empty: a pass
+/// that moves millions of entries down a level then gives the memory of
+/// the array it empties back as the one it fills grows, rather than
+/// holding both at their peak. Amortised O(1): each halving follows as many
+/// removals as it keeps room for.
+#[inline(always)]
+fn shrink_if_sparse(list: &mut Vec<u32>) {
+    if list.capacity() > KEEP_CAPACITY && list.len() < list.capacity() / 4 {
+        halve(list);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn halve(list: &mut Vec<u32>) {
+    list.shrink_to(list.capacity() / 2);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     /// Checks the invariant between the arrays and the slots' `pos`.
     fn check(bucket: &Bucket, entries: &Entries<u32>, level: u32) {
-        for (side, list) in [(FRONT, &bucket.front), (0, &bucket.back)] {
-            for (at, &index) in list.iter().enumerate() {
-                let slot = entries.slot(index);
-                assert_eq!(slot.state(), level);
-                assert_eq!(slot.pos, at as u32 | side, "entry {index}");
-            }
-        }
+        assert!(bucket.positions_match(entries, level));
     }
 
     #[test]
@@ -249,26 +267,30 @@ mod tests {
     }
 
     #[test]
-    fn an_emptied_large_bucket_gives_its_memory_back() {
+    fn a_large_array_gives_its_memory_back_as_it_empties() {
         let mut entries = Entries::new();
         let mut bucket = Bucket::EMPTY;
-        let ids: Vec<u32> = (0..2 * KEEP_CAPACITY as u32)
+        let ids: Vec<u32> = (0..8 * KEEP_CAPACITY as u32)
             .map(|i| entries.insert(0, i))
             .collect();
         for &i in &ids {
             bucket.push(1, &mut entries, i, Side::Back);
         }
-        bucket.release_if_empty();
-        assert!(bucket.capacity() >= ids.len(), "not empty: kept");
-        for &i in &ids {
+        let peak = bucket.capacity();
+        assert!(peak >= ids.len());
+        for &i in &ids[..ids.len() * 7 / 8] {
             bucket.unlink(&mut entries, i);
         }
-        bucket.release_if_empty();
-        assert_eq!(bucket.capacity(), 0);
+        assert!(
+            bucket.capacity() <= peak / 2,
+            "an array an eighth full shrinks"
+        );
+        check(&bucket, &entries, 1);
+        while bucket.pop(&mut entries, Side::Back).is_some() {}
+        assert!(bucket.capacity() <= KEEP_CAPACITY, "{}", bucket.capacity());
         // A small one keeps its arrays.
         bucket.push(1, &mut entries, ids[0], Side::Front);
         bucket.unlink(&mut entries, ids[0]);
-        bucket.release_if_empty();
         assert!(bucket.capacity() > 0);
     }
 

@@ -60,7 +60,8 @@
 //! 2. Buckets (arrays of entry indices) over an arena of entries: O(1)
 //!    append, O(1) removal of any entry through a generation-checked
 //!    [`TimerHandle`], no allocation per task once the arena and the
-//!    buckets have grown (36 bytes per pending `u64` task).
+//!    buckets have grown (28 bytes per pending `u64` task: a 24-byte slot
+//!    and its index in a bucket).
 //! 3. [`TimingWheel`]: Kafka's levels, bucket rule
 //!    `(expiration / tick) % wheel_size`, lazily created overflow levels and
 //!    cascading; single-threaded, it never reads a clock.

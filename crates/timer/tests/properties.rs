@@ -112,7 +112,7 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
     /// Bursts of hundreds of tasks (more than one flush chunk, in buckets
-    /// spanning all their chains) under non-default ticks, wheel sizes and
+    /// longer than a walk's prefetch lookahead) under non-default ticks, wheel sizes and
     /// shard counts: after every advance exactly the due tasks have run,
     /// cancel succeeds exactly for tasks that have not, and nothing is lost.
     #[test]

@@ -23,7 +23,7 @@
 //!
 //! Memory: `bytes_per_task` is the growth of peak RSS over the add phase
 //! divided by N ([`MemWindow`](crate::measure::rss::MemWindow)). It includes the handle `Vec` the harness
-//! keeps for cancelling (8 B per task for `timer` and `tokio_delay_queue`;
+//! keeps for cancelling (12 B per task for `timer`, 8 B for `tokio_delay_queue`;
 //! the heap cancels by its dense id and keeps a 1-byte state per task
 //! instead), as the reference measurements did. The deadline array is
 //! allocated before the window opens.

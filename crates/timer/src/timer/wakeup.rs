@@ -33,7 +33,15 @@ impl Phase {
     /// One chunk of the phase's work: at most [`FLUSH_CHUNK`] entries moved,
     /// nothing due after `until`.
     fn step<T>(self, wheel: &mut TimingWheel<T>, until: u64, expired: &mut Vec<T>) -> Advance {
-        let push = |task| expired.push(task);
+        let push = |task| {
+            // Room for a whole chunk at the first task: a burst's chunks
+            // are full, and growing one doubling at a time copies it over
+            // and over.
+            if expired.capacity() == 0 {
+                expired.reserve_exact(FLUSH_CHUNK);
+            }
+            expired.push(task)
+        };
         match self {
             Phase::Due => wheel.advance_due(until, FLUSH_CHUNK, push),
             Phase::Background { left } => wheel.advance_bounded(until, left.min(FLUSH_CHUNK), push),

@@ -303,7 +303,6 @@ impl<T> TimingWheel<T> {
         if bucket.is_empty() {
             bucket.set_expiration(NO_EXPIRATION);
             bucket.min_deadline = u64::MAX;
-            bucket.release_if_empty();
         } else {
             // The rest of the range waits for the final pass.
             let expiration = bucket.expiration();
@@ -336,7 +335,6 @@ impl<T> TimingWheel<T> {
         let bucket = &mut self.buckets[bucket];
         if bucket.is_empty() {
             bucket.set_expiration(NO_EXPIRATION);
-            bucket.release_if_empty();
             return true;
         }
         false

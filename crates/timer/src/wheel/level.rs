@@ -7,6 +7,7 @@ use crate::bucket::{Bucket, Side};
 use crate::entries::TimerHandle;
 use crate::entries::MAX_LEVELS;
 
+use super::divisor::Divisor;
 use super::TimingWheel;
 
 /// One level of the wheel: its granularity and its own current time.
@@ -14,6 +15,8 @@ use super::TimingWheel;
 pub(super) struct Level {
     /// Width of one bucket, ms.
     pub(super) tick: u64,
+    /// `tick`, prepared for dividing deadlines by it.
+    pub(super) per_tick: Divisor,
     /// `tick * wheel_size`, saturating: the span the level covers.
     pub(super) interval: u64,
     /// Start of the level's current bucket: a multiple of `tick`.
@@ -102,7 +105,7 @@ impl<T> TimingWheel<T> {
         // buckets ahead of the current one: one division, no modulo.
         let ahead = match tick {
             1 => deadline - current_time, // level 0 at Kafka's default tick
-            _ => (deadline - current_time) / tick,
+            _ => self.levels[level].per_tick.div(deadline - current_time),
         };
         let mut slot = current_slot + ahead;
         if slot >= self.wheel_size {
@@ -161,6 +164,7 @@ impl<T> TimingWheel<T> {
         let current_time = start - start % tick;
         self.levels.push(Level {
             tick,
+            per_tick: Divisor::new(tick),
             interval: tick.saturating_mul(self.wheel_size),
             current_time,
             current_slot: (current_time / tick) % self.wheel_size,
@@ -174,12 +178,12 @@ impl<T> TimingWheel<T> {
     /// rule, `(deadline / tick) % wheel_size` within the level.
     #[inline]
     pub(super) fn bucket_id(&self, level: usize, deadline: u64) -> u32 {
-        let tick = self.levels[level].tick;
+        let Level { tick, per_tick, .. } = self.levels[level];
         let ticks = match tick {
             1 => deadline,
-            _ => deadline / tick,
+            _ => per_tick.div(deadline),
         };
-        (level as u64 * self.wheel_size + ticks % self.wheel_size) as u32
+        (level as u64 * self.wheel_size + self.per_size.rem(ticks)) as u32
     }
 
     /// Moves every level's time up to `time` (rounded down to its tick).
@@ -265,5 +269,35 @@ impl<T> TimingWheel<T> {
     /// The delay queue of this wheel's buckets.
     pub(crate) fn delay_queue(&self) -> &crate::DelayQueue<u32> {
         &self.queue
+    }
+
+    /// Checks the buckets against the slots: each entry's slot says where
+    /// in its bucket's arrays it sits, its level and deadline name that
+    /// bucket, every waiting entry is in a bucket, and a bucket is paused
+    /// iff a pass over it is.
+    pub(crate) fn check_structure(&self) -> Result<(), String> {
+        let size = self.wheel_size as usize;
+        let mut linked = 0;
+        for (id, bucket) in self.buckets.iter().enumerate() {
+            let level = id / size;
+            if !bucket.positions_match(&self.entries, level as u32) {
+                return Err(format!("bucket {id}: positions or levels disagree"));
+            }
+            for index in bucket.iter() {
+                let deadline = self.entries.slot(index).deadline;
+                if self.bucket_id(level, deadline) as usize != id {
+                    return Err(format!("entry {index} ({deadline}) is not in bucket {id}"));
+                }
+            }
+            let passed = self.paused.iter().any(|p| p.bucket as usize == id);
+            if bucket.paused != passed {
+                return Err(format!("bucket {id}: paused {}", bucket.paused));
+            }
+            linked += bucket.len();
+        }
+        match linked == self.entries.len() {
+            true => Ok(()),
+            false => Err(format!("{linked} linked of {}", self.entries.len())),
+        }
     }
 }

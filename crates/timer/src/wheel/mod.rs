@@ -74,9 +74,11 @@
 //!
 //! - `mod.rs`: the wheel, its configuration, insert and cancel;
 //! - `level.rs`: the levels, placing an entry and the one-round invariant;
-//! - `cascade.rs`: advancing: due buckets, early and final passes.
+//! - `cascade.rs`: advancing: due buckets, early and final passes;
+//! - `divisor.rs`: dividing deadlines by a level's tick without a division.
 
 mod cascade;
+mod divisor;
 mod level;
 #[cfg(test)]
 mod pass_tests;
@@ -160,6 +162,8 @@ pub struct TimingWheel<T> {
     buckets: Vec<Bucket>,
     levels: Vec<Level>,
     wheel_size: u64,
+    /// `wheel_size`, prepared for taking deadlines modulo it.
+    per_size: divisor::Divisor,
     queue: Arc<DelayQueue<u32>>,
     /// A due bucket popped from the queue whose final pass is not finished
     /// yet (see `advance_bounded`).
@@ -211,6 +215,7 @@ impl<T> TimingWheel<T> {
             buckets: Vec::new(),
             levels: Vec::new(),
             wheel_size,
+            per_size: divisor::Divisor::new(wheel_size),
             queue,
             flushing: None,
             paused: Vec::new(),
@@ -329,7 +334,6 @@ impl<T> TimingWheel<T> {
         // A paused pass resumes from what is left in the arrays: nothing to
         // fix up.
         bucket.unlink(&mut self.entries, index);
-        bucket.release_if_empty();
         Some(self.entries.remove(index))
     }
 

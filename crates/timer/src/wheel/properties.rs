@@ -2,7 +2,8 @@
 //! sequences, including bounded advances and due-only advances that leave
 //! passes paused, against the reference model shared with
 //! `tests/properties.rs`: no task fires early, none is lost, none fires
-//! twice, cancel answers exactly when the task was still pending.
+//! twice, cancel answers exactly when the task was still pending; and after
+//! every operation the buckets agree with the slots (`check_structure`).
 
 use std::collections::BTreeSet;
 
@@ -101,6 +102,7 @@ proptest! {
                 }
             }
             prop_assert_eq!(wheel.len(), model.pending.len());
+            prop_assert_eq!(wheel.check_structure(), Ok(()));
         }
         // Nothing is lost: running to the end fires exactly what is pending.
         let mut rest = BTreeSet::new();
@@ -225,6 +227,7 @@ proptest! {
                 }
             }
             prop_assert_eq!(wheel.len(), model.pending.len());
+            prop_assert_eq!(wheel.check_structure(), Ok(()));
         }
         let mut rest = BTreeSet::new();
         wheel.advance(u64::MAX, |id| { assert!(rest.insert(id), "task {id} fired twice"); });
