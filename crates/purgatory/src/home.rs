@@ -20,7 +20,7 @@ use std::sync::Arc;
 use timer::{Timer, TimerHandle};
 
 use crate::members::Members;
-use crate::operation::{DelayedOperation, Owner, Shared};
+use crate::operation::{DelayedOperation, Owner, OwnerRef, Shared};
 use crate::outcome::Outcome;
 use crate::release::ExpiryTask;
 use crate::retire::{RetireQueue, Retired, Unwatch};
@@ -64,10 +64,11 @@ impl<Op: DelayedOperation> Home<Op> {
         }
     }
 
-    /// This home as an operation's owner, and its address (for
+    /// This home as an operation's owner (made once per purgatory and
+    /// shared by its operations), and its address (for
     /// `Shared::is_claimed_by`).
-    pub(crate) fn as_owner(self: &Arc<Self>) -> Arc<dyn Owner<Op>> {
-        self.clone()
+    pub(crate) fn as_owner(self: &Arc<Self>) -> OwnerRef<Op> {
+        Arc::new(self.clone())
     }
 
     pub(crate) fn addr(self: &Arc<Self>) -> *const () {

@@ -13,7 +13,7 @@ pub(crate) struct Membership {
 }
 
 /// Memberships kept without allocating: see [`Members`].
-const INLINE: usize = 3;
+const INLINE: usize = 1;
 
 /// The most room [`Members::with_capacity`] makes up front.
 const MAX_ROOM: usize = 64;
@@ -21,12 +21,15 @@ const MAX_ROOM: usize = 64;
 /// An operation's memberships: the first [`INLINE`] in place, the others
 /// (an operation watched under more keys) in a boxed slice.
 ///
-/// Every watched operation carries one. Three in place, not one: an
-/// allocation for every operation with two or three keys (a produce to a
-/// few partitions) costs more CPU per request than the 24 bytes it would
-/// save per operation. 56 bytes (`members_are_56_bytes` checks it). More keys cost one allocation, sized up
-/// front by [`with_capacity`](Self::with_capacity) from the number of keys
-/// expected; a key beyond it reallocates the slice.
+/// Every watched operation carries one, and most have one key (a
+/// heartbeat, a fetch from one partition): one in place keeps them at 32
+/// bytes (`members_are_32_bytes` checks it) instead of paying 24 more for
+/// room that only operations with several keys use. Those pay one
+/// allocation, sized up front by [`with_capacity`](Self::with_capacity)
+/// from the number of keys expected (exact for an array or a vector of
+/// keys); a key beyond it reallocates the slice. It goes back to the
+/// allocator with the operation's memory, on a watching thread (see
+/// [`crate::retire`]).
 #[derive(Debug, Default)]
 pub(crate) struct Members {
     /// The first `min(len, INLINE)` are meaningful.
@@ -97,9 +100,9 @@ mod tests {
     }
 
     #[test]
-    fn members_are_56_bytes() {
+    fn members_are_32_bytes() {
         assert_eq!(std::mem::size_of::<Membership>(), 12);
-        assert_eq!(std::mem::size_of::<Members>(), 56);
+        assert_eq!(std::mem::size_of::<Members>(), 32);
     }
 
     #[test]

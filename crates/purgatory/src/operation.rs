@@ -6,8 +6,8 @@
 //! ([`OpState`]), its lock (unless a shared one is supplied), the user's
 //! value and its *links*: the purgatory it is watched in (as an [`Owner`],
 //! the trait this module declares for what it needs from there), its claim
-//! epoch, its timer handle, its slot in every watch list it joined, the
-//! purgatory's strong reference to it while watched, and its waiters.
+//! epoch, its timer handle, its slot in every watch list it joined, and its
+//! waiters.
 //!
 //! # Invariants
 //!
@@ -15,9 +15,12 @@
 //!   for a purgatory, completing it, expiring it, cancelling it. The lock is
 //!   reentrant, so user callbacks may call back into the purgatory (or
 //!   [`Operation::force_complete`]) on the same thread.
-//! * `links.keep` is `Some` exactly while the operation is claimed: the
-//!   purgatory's one strong reference. Watch-list slots and the timer entry
-//!   hold it weakly.
+//! * `links.owner` is `Some` exactly while the operation is claimed, and
+//!   then the purgatory holds one strong reference to the operation, kept
+//!   as a count only (taken by [`Shared::attach`], given back by the
+//!   unlinking in the `release` module): a pointer to the operation in its
+//!   own allocation would say nothing the owner does not. Watch-list slots
+//!   and the timer entry hold it weakly.
 //! * `try_complete`, `on_complete` and `on_expiration` run only with the lock
 //!   held, so they never run concurrently with each other for one operation.
 //! * How an operation leaves is the `release` module's business.
@@ -115,6 +118,11 @@ enum LockKind {
     Shared(OperationLock),
 }
 
+/// The purgatory an operation is watched in, behind one more pointer so
+/// that each operation holds a thin one (8 bytes, not 16): the purgatory
+/// makes it once and every watched operation shares it.
+pub(crate) type OwnerRef<Op> = Arc<Arc<dyn Owner<Op>>>;
+
 /// What an operation needs from the purgatory it is watched in. Declared
 /// here, implemented by the purgatory (the `home` module), so that this module
 /// never names it.
@@ -142,13 +150,13 @@ pub(crate) trait Owner<Op: DelayedOperation>: Send + Sync {
 /// registering waiters, see [`Operation::completion`]).
 pub(crate) struct Links<Op: DelayedOperation> {
     /// The purgatory the operation is watched in; `None` when it is not.
-    pub(crate) owner: Option<Arc<dyn Owner<Op>>>,
+    /// While `Some`, the purgatory holds a strong reference (see the module
+    /// invariants).
+    pub(crate) owner: Option<OwnerRef<Op>>,
     /// The armed timer entry, once stored.
     pub(crate) timer: Option<TimerHandle>,
     /// The operation's slot in each watch list it joined.
     pub(crate) members: Members,
-    /// The purgatory's strong reference, while claimed.
-    pub(crate) keep: Option<Arc<Shared<Op>>>,
     /// The waiters of this stay, once someone asked for a [`Completion`].
     pub(crate) signal: Option<Arc<Signal>>,
 }
@@ -187,7 +195,6 @@ impl<Op: DelayedOperation> Shared<Op> {
                 owner: None,
                 timer: None,
                 members: Members::new(),
-                keep: None,
                 signal: None,
             }),
         }
@@ -237,13 +244,14 @@ impl<Op: DelayedOperation> Shared<Op> {
                 .lock()
                 .owner
                 .as_ref()
-                .is_some_and(|o| std::ptr::addr_eq(Arc::as_ptr(o), owner))
+                .is_some_and(|o| std::ptr::addr_eq(Arc::as_ptr(&**o), owner))
     }
 
     /// Ties the operation, already marked watched ([`OpState::claim`],
     /// before it joined any list), to `owner` with its watch-list
-    /// memberships. Lock held. Returns the claim's epoch.
-    pub(crate) fn attach(self: &Arc<Self>, owner: Arc<dyn Owner<Op>>, members: Members) -> u32 {
+    /// memberships, and takes the purgatory's strong reference. Lock held.
+    /// Returns the claim's epoch.
+    pub(crate) fn attach(self: &Arc<Self>, owner: OwnerRef<Op>, members: Members) -> u32 {
         let mut links = self.links.lock();
         debug_assert!(links.owner.is_none() && links.members.is_empty());
         debug_assert!(self.is_watched() && !self.is_completed());
@@ -251,10 +259,29 @@ impl<Op: DelayedOperation> Shared<Op> {
         let epoch = self.epoch(&links).wrapping_add(1);
         self.epoch.store(epoch, Ordering::Relaxed);
         links.members = members;
-        links.keep = Some(self.clone());
+        // The purgatory's reference, a count only while `owner` is set;
+        // `detach` turns it back into an `Arc`.
+        std::mem::forget(Arc::clone(self));
         // `links.signal`, if any, was made while the operation was not
         // watched: its waiters wait for this stay.
         epoch
+    }
+
+    /// Unties the operation from its owner, if it has one: takes the owner
+    /// out of the links and gives back the strong reference
+    /// [`attach`](Self::attach) took with it. Lock held.
+    #[allow(unsafe_code)]
+    pub(crate) fn detach(
+        self: &Arc<Self>,
+        links: &mut Links<Op>,
+    ) -> Option<(OwnerRef<Op>, Arc<Self>)> {
+        let owner = links.owner.take()?;
+        // SAFETY: `attach` forgot one strong reference to this operation
+        // when it set the owner, and the owner is set only there and taken
+        // out only here: the count this turns back into an `Arc` is that
+        // one, and it is turned back once.
+        let kept = unsafe { Arc::from_raw(Arc::as_ptr(self)) };
+        Some((owner, kept))
     }
 }
 
@@ -414,17 +441,59 @@ mod layout_tests {
 
     /// What every pending operation pays, beyond its value and the
     /// allocation's two reference counts: the state byte and the epoch (8),
-    /// its lock (32), the links behind their mutex (104 + 8). A change here
-    /// changes the bytes per pending operation; keep it deliberate.
+    /// its lock (32), the links behind their mutex (64 + 8): a thin owner
+    /// (8), the timer handle (16), one membership in place (32), the
+    /// waiters (8). With the two reference counts, 152 bytes: a 160-byte
+    /// block from glibc's malloc. A change here changes the bytes per
+    /// pending operation; keep it deliberate.
     #[test]
-    fn an_operation_of_24_bytes_takes_176() {
+    fn an_operation_of_24_bytes_takes_136() {
         assert_eq!(size_of::<Op24>(), 24);
         assert_eq!(size_of::<LockKind>(), 32);
-        assert_eq!(size_of::<Option<Arc<dyn Owner<Op24>>>>(), 16);
+        assert_eq!(size_of::<Option<OwnerRef<Op24>>>(), 8);
         assert_eq!(size_of::<Option<TimerHandle>>(), 16);
-        assert_eq!(size_of::<Members>(), 56);
-        assert_eq!(size_of::<Links<Op24>>(), 104);
-        assert_eq!(size_of::<Mutex<Links<Op24>>>(), 112);
-        assert_eq!(size_of::<Shared<Op24>>(), 176);
+        assert_eq!(size_of::<Members>(), 32);
+        assert_eq!(size_of::<Links<Op24>>(), 64);
+        assert_eq!(size_of::<Mutex<Links<Op24>>>(), 72);
+        assert_eq!(size_of::<Shared<Op24>>(), 136);
+    }
+
+    struct NoOwner;
+
+    impl Owner<Op24> for NoOwner {
+        fn name(&self) -> &str {
+            "test"
+        }
+        fn left(
+            &self,
+            _: &Arc<Shared<Op24>>,
+            _: Members,
+            _: Option<TimerHandle>,
+            _: bool,
+            _: Outcome,
+        ) {
+        }
+    }
+
+    /// The purgatory's reference is a count while the owner is set, and
+    /// comes back as an `Arc` exactly once per claim.
+    #[test]
+    fn the_owner_holds_one_strong_reference_per_claim() {
+        let op = Operation::new(Op24([0; 3]));
+        let weak = Arc::downgrade(&op.0);
+        let owner: OwnerRef<Op24> = Arc::new(Arc::new(NoOwner));
+        for _ in 0..2 {
+            assert!(op.0.state.claim());
+            op.0.attach(owner.clone(), Members::new());
+            assert_eq!(Arc::strong_count(&op.0), 2);
+            let (back, kept) = op.0.detach(&mut op.0.links.lock()).expect("attached");
+            assert!(Arc::ptr_eq(&back, &owner) && Arc::ptr_eq(&kept, &op.0));
+            assert!(op.0.detach(&mut op.0.links.lock()).is_none(), "once");
+            drop(kept);
+            assert_eq!(Arc::strong_count(&op.0), 1);
+            op.0.state.unclaim();
+        }
+        drop(op);
+        assert!(weak.upgrade().is_none(), "nothing leaked");
     }
 }

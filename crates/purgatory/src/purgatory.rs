@@ -36,7 +36,7 @@ use crate::builder::{PurgatoryBuilder, ShutdownPolicy};
 use crate::error::PurgatoryError;
 use crate::home::Home;
 use crate::members::Members;
-use crate::operation::{DelayedOperation, Operation, Shared};
+use crate::operation::{DelayedOperation, Operation, OwnerRef, Shared};
 use crate::outcome::Outcome;
 use crate::release::{self, guarded, let_go, ExpiryTask, Released};
 use crate::retire::{Retired, Unwatch};
@@ -81,8 +81,10 @@ impl<S> PurgatoryBuilder<S> {
         let shards = self.shards.max(2).next_power_of_two();
         let index = WatchIndex::<K, Op, S>::new(shards, self.hasher);
         let unwatch: Arc<dyn Unwatch<Op>> = index.clone();
+        let home = Arc::new(Home::new(self.name, timer, unwatch));
         Ok(Purgatory {
-            home: Arc::new(Home::new(self.name, timer, unwatch)),
+            owner: home.as_owner(),
+            home,
             index,
             reaper: Mutex::new(reaper),
             policy: self.shutdown_policy,
@@ -106,6 +108,8 @@ impl<S> PurgatoryBuilder<S> {
 /// [`PurgatoryBuilder::hasher`].
 pub struct Purgatory<K: WatchKey, Op: DelayedOperation, S: KeyHasher = RandomState> {
     pub(crate) home: Arc<Home<Op>>,
+    /// `home` as the owner every operation watched here points to.
+    pub(crate) owner: OwnerRef<Op>,
     pub(crate) index: Arc<WatchIndex<K, Op, S>>,
     pub(crate) reaper: Mutex<Option<Reaper>>,
     pub(crate) policy: ShutdownPolicy,
@@ -259,7 +263,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
             let (members, refused) = self.watch_all(shared, keys);
             debug_assert!(!shared.is_completed());
             self.home.add_watched(members.len());
-            let epoch = shared.attach(self.home.as_owner(), members);
+            let epoch = shared.attach(self.owner.clone(), members);
             if refused {
                 // Shut down while we were watching: handled like every
                 // operation pending at shutdown.

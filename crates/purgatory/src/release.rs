@@ -29,7 +29,7 @@ use std::sync::{Arc, Weak};
 
 use timer::TimerTask;
 
-use crate::operation::{DelayedOperation, Operation, Owner, Shared};
+use crate::operation::{DelayedOperation, Operation, OwnerRef, Shared};
 use crate::outcome::{Outcome, Signal};
 
 thread_local! {
@@ -142,15 +142,16 @@ impl<Op: DelayedOperation> Shared<Op> {
     /// Step 2: empties the links and hands what is to be freed to the
     /// owner. Lock held, outcome decided. Returns the token to let go of and
     /// the owner it left (for the callbacks' logs).
-    fn unlink(self: &Arc<Self>, outcome: Outcome) -> (Released<Op>, Option<Arc<dyn Owner<Op>>>) {
+    fn unlink(self: &Arc<Self>, outcome: Outcome) -> (Released<Op>, Option<OwnerRef<Op>>) {
         debug_assert!(self.raw_lock().is_owned_by_current_thread());
         let (owner, timer, members, keep, signal) = {
             let mut links = self.links.lock();
+            let (owner, keep) = self.detach(&mut links).unzip();
             (
-                links.owner.take(),
+                owner,
                 links.timer.take(),
                 std::mem::take(&mut links.members),
-                links.keep.take(),
+                keep,
                 links.signal.take(),
             )
         };

@@ -44,7 +44,7 @@ mod slab;
 #[cfg(test)]
 mod tests;
 
-use slab::{Slab, Slot};
+use slab::Slab;
 
 /// What a key must be: compared, hashed, shared between threads and
 /// printable in logs. Implemented for every such type. (`Clone` is not used
@@ -289,7 +289,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: BuildHasher> WatchIndex<K, Op, S> {
             _ => return None,
         };
         if out.capacity() == 0 {
-            out.reserve(max.min(list.slab.live));
+            out.reserve(max.min(list.slab.live()));
         }
         let slots = &list.slab.slots;
         let mut i = cursor.next_slot;
@@ -310,12 +310,12 @@ impl<K: WatchKey, Op: DelayedOperation, S: BuildHasher> WatchIndex<K, Op, S> {
             // here is never let go under the lock: it may be the last.
             let mut live = 0u64;
             for (j, slot) in window.iter().enumerate() {
-                if matches!(slot, Slot::Occupied(op) if op.strong_count() > 0) {
+                if slot.as_ref().is_some_and(|op| op.strong_count() > 0) {
                     live |= 1 << j;
                 }
             }
             for (j, slot) in window.iter().enumerate() {
-                if let Slot::Occupied(op) = slot {
+                if let Some(op) = slot {
                     if live & (1 << j) != 0 {
                         out.extend(op.upgrade());
                     }
@@ -332,7 +332,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: BuildHasher> WatchIndex<K, Op, S> {
         let shard = self.shards[shard_ix].lock();
         shard
             .find(hash, key)
-            .map_or(0, |id| shard.list(id).slab.live)
+            .map_or(0, |id| shard.list(id).slab.live())
     }
 
     /// Takes `key`'s list out of the index and copies its entries. Returns
@@ -456,7 +456,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> WatchIndex<K, Op, S> {
                 let entry = list.slab.remove(m.slot, op);
                 debug_assert!(entry.is_some(), "an operation left a slot it did not hold");
                 removed.extend(entry);
-                if list.slab.live == 0 && shard.free_list(m.list) {
+                if list.slab.live() == 0 && shard.free_list(m.list) {
                     self.keys.fetch_sub(1, Ordering::Relaxed);
                 }
             }

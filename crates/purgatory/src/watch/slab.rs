@@ -1,58 +1,61 @@
-//! One key's list of watching operations: a vector of slots with a free
-//! list, so an operation leaves it in O(1) through the slot it kept.
+//! One key's list of watching operations: a vector of slots and a stack of
+//! the free ones, so an operation leaves it in O(1) through the slot it
+//! kept.
+//!
+//! A slot is one pointer (8 bytes): an occupied slot holds the operation's
+//! weak reference, a vacant one nothing, and the vacant slots' indices wait
+//! on their own stack (4 bytes each, only while vacant) rather than being
+//! threaded through the slots, which would make every slot as large as a
+//! pointer and an index with a tag (16 bytes).
 
 use std::sync::{Arc, Weak};
 
 use crate::operation::{DelayedOperation, Shared};
 
-/// No free slot.
-pub(super) const NIL: u32 = u32::MAX;
-
-pub(super) enum Slot<Op: DelayedOperation> {
-    /// Weak: the purgatory's strong reference is the operation's own (see
-    /// the `release` module).
-    Occupied(Weak<Shared<Op>>),
-    Vacant {
-        next_free: u32,
-    },
-}
+/// Weak: the purgatory's strong reference is the operation's own (see the
+/// `release` module). `None`: vacant, its index on the free stack.
+pub(super) type Slot<Op> = Option<Weak<Shared<Op>>>;
 
 /// The entries of one list.
+///
+/// Invariant: `free` holds each vacant slot's index exactly once, and
+/// nothing else.
 pub(super) struct Slab<Op: DelayedOperation> {
     pub(super) slots: Vec<Slot<Op>>,
-    free: u32,
-    pub(super) live: usize,
+    /// Vacant slots, the most recently freed last (reused first: its line
+    /// is the likeliest to be in cache).
+    free: Vec<u32>,
 }
 
 impl<Op: DelayedOperation> Slab<Op> {
     pub(super) fn new() -> Self {
         Slab {
             slots: Vec::new(),
-            free: NIL,
-            live: 0,
+            free: Vec::new(),
         }
     }
 
+    /// Number of occupied slots.
+    pub(super) fn live(&self) -> usize {
+        self.slots.len() - self.free.len()
+    }
+
     pub(super) fn insert(&mut self, op: Weak<Shared<Op>>) -> u32 {
-        self.live += 1;
-        if self.free != NIL {
-            let slot = self.free;
-            match std::mem::replace(&mut self.slots[slot as usize], Slot::Occupied(op)) {
-                Slot::Vacant { next_free } => self.free = next_free,
-                Slot::Occupied(_) => unreachable!("the free list points at an occupied slot"),
-            }
+        if let Some(slot) = self.free.pop() {
+            let old = self.slots[slot as usize].replace(op);
+            debug_assert!(old.is_none(), "the free stack named an occupied slot");
             // The slot the next insert reuses, often freed just now by the
             // thread completing operations: start bringing its line over.
-            if let Some(next) = self.slots.get(self.free as usize) {
-                timer::internal::prefetch(next);
+            if let Some(&next) = self.free.last() {
+                timer::internal::prefetch(&self.slots[next as usize]);
             }
             slot
         } else {
             let slot = u32::try_from(self.slots.len())
                 .ok()
-                .filter(|&s| s != NIL)
+                .filter(|&s| s != u32::MAX)
                 .expect("more than 4 billion operations watched on one key");
-            self.slots.push(Slot::Occupied(op));
+            self.slots.push(Some(op));
             slot
         }
     }
@@ -61,31 +64,17 @@ impl<Op: DelayedOperation> Slab<Op> {
     /// that the caller can drop it after unlocking.
     pub(super) fn remove(&mut self, slot: u32, op: *const Shared<Op>) -> Option<Weak<Shared<Op>>> {
         let entry = self.slots.get_mut(slot as usize)?;
-        match entry {
-            Slot::Occupied(o) if std::ptr::eq(o.as_ptr(), op) => {}
-            _ => return None,
+        if !entry.as_ref().is_some_and(|o| std::ptr::eq(o.as_ptr(), op)) {
+            return None;
         }
-        let old = std::mem::replace(
-            entry,
-            Slot::Vacant {
-                next_free: self.free,
-            },
-        );
-        self.free = slot;
-        self.live -= 1;
-        match old {
-            Slot::Occupied(o) => Some(o),
-            Slot::Vacant { .. } => None,
-        }
+        self.free.push(slot);
+        entry.take()
     }
 
     /// Copies every entry still alive (those whose operation nobody holds
     /// any more have left and are skipped).
     pub(super) fn copy_all(&self, out: &mut Vec<Arc<Shared<Op>>>) {
-        out.reserve(self.live);
-        out.extend(self.slots.iter().filter_map(|s| match s {
-            Slot::Occupied(op) => op.upgrade(),
-            Slot::Vacant { .. } => None,
-        }));
+        out.reserve(self.live());
+        out.extend(self.slots.iter().flatten().filter_map(Weak::upgrade));
     }
 }

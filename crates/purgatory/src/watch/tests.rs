@@ -186,3 +186,37 @@ fn members_spill_past_the_inline_capacity() {
     let shards: Vec<u32> = members.iter().map(|m| m.shard).collect();
     assert_eq!(shards, (0..10).collect::<Vec<_>>());
 }
+
+/// A watch-list slot is one pointer: what each pending operation pays per
+/// key in its list (beyond the vector's spare room).
+#[test]
+fn a_slot_is_eight_bytes() {
+    assert_eq!(std::mem::size_of::<slab::Slot<Nop>>(), 8);
+}
+
+#[test]
+fn the_slot_freed_last_is_reused_first_and_every_vacant_one_is_found() {
+    let mut slab = Slab::<Nop>::new();
+    let ops: Vec<_> = (0..4).map(|_| op()).collect();
+    let slots: Vec<u32> = ops.iter().map(|o| slab.insert(Arc::downgrade(o))).collect();
+    assert_eq!(slots, [0, 1, 2, 3]);
+    assert!(
+        slab.remove(1, Arc::as_ptr(&ops[2])).is_none(),
+        "not its slot"
+    );
+    assert!(slab.remove(1, Arc::as_ptr(&ops[1])).is_some());
+    assert!(slab.remove(1, Arc::as_ptr(&ops[1])).is_none(), "freed once");
+    assert!(slab.remove(3, Arc::as_ptr(&ops[3])).is_some());
+    assert_eq!(slab.live(), 2);
+    assert_eq!(slab.insert(Arc::downgrade(&ops[3])), 3);
+    assert_eq!(slab.insert(Arc::downgrade(&ops[1])), 1);
+    assert_eq!(
+        slab.insert(Arc::downgrade(&ops[0])),
+        4,
+        "none vacant: grows"
+    );
+    assert_eq!(slab.live(), 5);
+    let mut out = Vec::new();
+    slab.copy_all(&mut out);
+    assert_eq!(out.len(), 5);
+}
