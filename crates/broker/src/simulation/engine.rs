@@ -29,8 +29,8 @@ use rand::{Rng, SeedableRng};
 use timer::ManualClock;
 
 use super::calendar::Calendar;
-use super::config::{SimConfig, SimError};
-use super::handlers::{ConsumerIds, Handlers, Shared};
+use super::config::{SimConfig, SimError, DETECTION_MARGIN_MS};
+use super::handlers::{ConsumerIds, Handlers, Request, Shared};
 use super::plan::{plan_fates, Fate};
 use super::recording::Recording;
 use super::summary::{Progress, Summary, LATE_HEARTBEAT_MS};
@@ -155,6 +155,7 @@ impl<'a> Engine<'a> {
         let shared = Arc::new(Shared {
             coordinator,
             ids: RwLock::new(ids),
+            session_timeout: Duration::from_millis(config.session_timeout_ms),
         });
         Engine {
             config,
@@ -163,7 +164,12 @@ impl<'a> Engine<'a> {
             time,
             rng,
             consumers,
-            events: Calendar::default(),
+            // A heartbeat is filed at most an interval and its jitter ahead,
+            // a stall's end at most a session timeout and half an interval
+            // (or the detection margin) ahead.
+            events: Calendar::new(
+                config.session_timeout_ms + config.heartbeat_interval_ms + DETECTION_MARGIN_MS,
+            ),
             generations_at_start: 0,
             rejoins: 0,
             delays: Vec::new(),
@@ -186,18 +192,27 @@ impl<'a> Engine<'a> {
     }
 
     /// Every consumer joins at time 0 and heartbeats first at a random phase.
+    ///
+    /// The joins run on the request handlers, each group's on its handler in
+    /// consumer order (so each group's tokens and generations are the same
+    /// for any number of handlers), into member tables sized for the group
+    /// once; the first heartbeats are drawn here, in consumer order.
     fn start(&mut self) {
-        let session = Duration::from_millis(self.config.session_timeout_ms);
-        let ids = self.shared.ids.read();
-        for (index, consumer) in ids.iter().enumerate() {
-            self.shared
-                .coordinator
-                .join_group(&consumer.group, &consumer.member, session)
-                .expect("a positive session timeout is always accepted");
+        let groups = self.config.groups;
+        let per_group = self.config.consumers.div_ceil(groups);
+        {
+            let ids = self.shared.ids.read();
+            for consumer in ids.iter().take(groups) {
+                let group = self.shared.coordinator.add_group(consumer.group.clone());
+                group.with_state(|state| state.members.reserve(per_group));
+            }
+        }
+        for index in 0..self.config.consumers {
+            self.handlers.queue(index % groups, index as u32);
             let first = self.rng.gen_range(1..=self.config.heartbeat_interval_ms);
             self.events.push(first, index as u32);
         }
-        drop(ids);
+        self.handlers.run(Request::Join);
         self.generations_at_start = self.shared.coordinator.total_generations();
         self.sample(0);
     }
@@ -273,7 +288,7 @@ impl<'a> Engine<'a> {
             if sent > 0 {
                 self.note_lag(due, sent);
             }
-            let refused = self.handlers.run().to_vec();
+            let refused = self.handlers.run(Request::Heartbeat).to_vec();
             for index in refused {
                 self.rejoin(index as usize);
             }
@@ -323,10 +338,9 @@ impl<'a> Engine<'a> {
             ids[index].member = member.clone();
             ids[index].group.clone()
         };
-        let session = Duration::from_millis(self.config.session_timeout_ms);
         self.shared
             .coordinator
-            .join_group(&group, &member, session)
+            .join_group(&group, &member, self.shared.session_timeout)
             .expect("a positive session timeout is always accepted");
         self.rejoins += 1;
     }
