@@ -230,6 +230,8 @@ fn json_has_every_field_the_issue_asks_for() {
         "rebalances",
         "heartbeats",
         "heartbeats_per_s",
+        "late_heartbeats",
+        "heartbeat_lag_max_ms",
         "alive_at_end",
         "watched_at_end",
         "delayed_at_end",

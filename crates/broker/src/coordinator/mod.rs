@@ -325,14 +325,19 @@ impl CoordinatorInner {
         session_timeout: Duration,
     ) {
         let key = MemberKey::new(group.id().clone(), member.clone());
-        // The new token satisfies the pending expectation: complete it.
-        self.purgatory.check_and_complete(&key);
         let op = DelayedHeartbeat::new(Arc::clone(group), member.clone(), token, session_timeout);
         let op = Operation::with_lock(op, group.operation_lock());
-        if let Err(err) = self.purgatory.try_complete_else_watch(op, [key]) {
+        // The next expectation is watched before the pending one completes
+        // (Kafka does it the other way round; under the group lock the two
+        // orders mean the same), so the member's watch list never empties
+        // in between and is not dropped and rebuilt on every heartbeat.
+        if let Err(err) = self.purgatory.try_complete_else_watch(op, [key.clone()]) {
             // Only after shutdown: the member then simply is never evicted.
             debug!("heartbeat expectation for {member} not armed: {err}");
         }
+        // The new token satisfies the pending expectation: complete it (the
+        // new one, made with that token, stays).
+        self.purgatory.check_and_complete(&key);
     }
 }
 

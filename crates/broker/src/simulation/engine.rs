@@ -29,22 +29,22 @@ use rand::{Rng, SeedableRng};
 use timer::ManualClock;
 
 use super::calendar::Calendar;
-use super::config::{SimConfig, SimError};
-use super::handlers::{ConsumerIds, Handlers, Shared};
+use super::config::{SimConfig, SimError, DETECTION_MARGIN_MS};
+use super::handlers::{ConsumerIds, Handlers, Request, Shared};
 use super::plan::{plan_fates, Fate};
 use super::recording::Recording;
-use super::summary::{percentile, Progress, Summary};
+use super::summary::{Progress, Summary, LATE_HEARTBEAT_MS};
 use parking_lot::RwLock;
 
-use crate::coordinator::{Eviction, GroupCoordinator};
+use crate::coordinator::GroupCoordinator;
 use crate::id::{GroupId, MemberId};
 
 #[derive(Debug)]
-struct Consumer {
-    index: usize,
-    incarnation: u32,
-    fate: Fate,
-    detected: bool,
+pub(super) struct Consumer {
+    pub(super) index: usize,
+    pub(super) incarnation: u32,
+    pub(super) fate: Fate,
+    pub(super) detected: bool,
 }
 
 impl Consumer {
@@ -54,7 +54,7 @@ impl Consumer {
 
     /// The consumer a member id of [`Consumer::member_id`]'s making belongs
     /// to (any incarnation), if it is one of the `consumers`.
-    fn index_of(member: &MemberId, consumers: usize) -> Option<usize> {
+    pub(super) fn index_of(member: &MemberId, consumers: usize) -> Option<usize> {
         let rest = member.as_str().strip_prefix("consumer-")?;
         let (index, incarnation) = rest.split_once('-')?;
         incarnation.parse::<u32>().ok()?;
@@ -63,27 +63,29 @@ impl Consumer {
 }
 
 /// The time source of a run: virtual (manual clock) or real.
-enum Time {
+pub(super) enum Time {
     Virtual(ManualClock),
     Real { start_ms: u64 },
 }
 
-struct Engine<'a> {
-    config: &'a SimConfig,
-    shared: Arc<Shared>,
-    handlers: Handlers,
-    time: Time,
-    rng: StdRng,
-    consumers: Vec<Consumer>,
-    events: Calendar,
-    generations_at_start: u64,
-    rejoins: u64,
-    delays: Vec<u64>,
-    false_evictions: usize,
-    evictions: u64,
-    last_progress: (u64, u64),
-    started: Instant,
-    recording: Recording,
+pub(super) struct Engine<'a> {
+    pub(super) config: &'a SimConfig,
+    pub(super) shared: Arc<Shared>,
+    pub(super) handlers: Handlers,
+    pub(super) time: Time,
+    pub(super) rng: StdRng,
+    pub(super) consumers: Vec<Consumer>,
+    pub(super) events: Calendar,
+    pub(super) generations_at_start: u64,
+    pub(super) rejoins: u64,
+    pub(super) delays: Vec<u64>,
+    pub(super) false_evictions: usize,
+    pub(super) evictions: u64,
+    pub(super) late_heartbeats: u64,
+    pub(super) heartbeat_lag_max_ms: u64,
+    pub(super) last_progress: (u64, u64),
+    pub(super) started: Instant,
+    pub(super) recording: Recording,
 }
 
 /// Runs the simulation `config` describes, calling `on_progress` every
@@ -153,6 +155,7 @@ impl<'a> Engine<'a> {
         let shared = Arc::new(Shared {
             coordinator,
             ids: RwLock::new(ids),
+            session_timeout: Duration::from_millis(config.session_timeout_ms),
         });
         Engine {
             config,
@@ -161,12 +164,19 @@ impl<'a> Engine<'a> {
             time,
             rng,
             consumers,
-            events: Calendar::default(),
+            // A heartbeat is filed at most an interval and its jitter ahead,
+            // a stall's end at most a session timeout and half an interval
+            // (or the detection margin) ahead.
+            events: Calendar::new(
+                config.session_timeout_ms + config.heartbeat_interval_ms + DETECTION_MARGIN_MS,
+            ),
             generations_at_start: 0,
             rejoins: 0,
             delays: Vec::new(),
             false_evictions: 0,
             evictions: 0,
+            late_heartbeats: 0,
+            heartbeat_lag_max_ms: 0,
             last_progress: (0, 0),
             started: Instant::now(),
             recording: Recording::for_duration(config.duration_ms),
@@ -174,7 +184,7 @@ impl<'a> Engine<'a> {
     }
 
     /// Simulated ms since the start.
-    fn now(&self) -> u64 {
+    pub(super) fn now(&self) -> u64 {
         match &self.time {
             Time::Virtual(clock) => timer::Clock::now_ms(clock),
             Time::Real { start_ms } => self.shared.coordinator.now_ms().saturating_sub(*start_ms),
@@ -182,18 +192,27 @@ impl<'a> Engine<'a> {
     }
 
     /// Every consumer joins at time 0 and heartbeats first at a random phase.
+    ///
+    /// The joins run on the request handlers, each group's on its handler in
+    /// consumer order (so each group's tokens and generations are the same
+    /// for any number of handlers), into member tables sized for the group
+    /// once; the first heartbeats are drawn here, in consumer order.
     fn start(&mut self) {
-        let session = Duration::from_millis(self.config.session_timeout_ms);
-        let ids = self.shared.ids.read();
-        for (index, consumer) in ids.iter().enumerate() {
-            self.shared
-                .coordinator
-                .join_group(&consumer.group, &consumer.member, session)
-                .expect("a positive session timeout is always accepted");
+        let groups = self.config.groups;
+        let per_group = self.config.consumers.div_ceil(groups);
+        {
+            let ids = self.shared.ids.read();
+            for consumer in ids.iter().take(groups) {
+                let group = self.shared.coordinator.add_group(consumer.group.clone());
+                group.with_state(|state| state.members.reserve(per_group));
+            }
+        }
+        for index in 0..self.config.consumers {
+            self.handlers.queue(index % groups, index as u32);
             let first = self.rng.gen_range(1..=self.config.heartbeat_interval_ms);
             self.events.push(first, index as u32);
         }
-        drop(ids);
+        self.handlers.run(Request::Join);
         self.generations_at_start = self.shared.coordinator.total_generations();
         self.sample(0);
     }
@@ -261,26 +280,39 @@ impl<'a> Engine<'a> {
     /// (which matters in real time, when the engine runs behind).
     fn handle_due(&mut self, t: u64) {
         while let Some((due, bucket)) = self.events.pop_due(t) {
+            let mut sent = 0;
             for &index in &bucket {
-                self.schedule(due, index as usize);
+                sent += u64::from(self.schedule(due, index as usize));
             }
             self.events.recycle(bucket);
-            let refused = self.handlers.run().to_vec();
+            if sent > 0 {
+                self.note_lag(due, sent);
+            }
+            let refused = self.handlers.run(Request::Heartbeat).to_vec();
             for index in refused {
                 self.rejoin(index as usize);
             }
         }
     }
 
+    /// Records that `sent` heartbeats due at `due` are being sent now.
+    fn note_lag(&mut self, due: u64, sent: u64) {
+        let lag = self.now().saturating_sub(due);
+        self.heartbeat_lag_max_ms = self.heartbeat_lag_max_ms.max(lag);
+        if lag > LATE_HEARTBEAT_MS {
+            self.late_heartbeats += sent;
+        }
+    }
+
     /// Consumer `index`'s event due at `due`: nothing if it crashed, a later
     /// event if it stalls, else a heartbeat queued for the handlers and the
-    /// next event one jittered interval later.
-    fn schedule(&mut self, due: u64, index: usize) {
+    /// next event one jittered interval later. Whether it queued a heartbeat.
+    fn schedule(&mut self, due: u64, index: usize) -> bool {
         match self.consumers[index].fate {
-            Fate::Crash { at } if due >= at => return,
+            Fate::Crash { at } if due >= at => return false,
             Fate::Stall { at, until } if (at..until).contains(&due) => {
                 self.events.push(until, index as u32);
-                return;
+                return false;
             }
             _ => {}
         }
@@ -293,6 +325,7 @@ impl<'a> Engine<'a> {
             .gen_range(interval - jitter..=interval + jitter)
             .max(1);
         self.events.push(due + gap, index as u32);
+        true
     }
 
     /// An evicted consumer rejoins under a new member id.
@@ -305,109 +338,11 @@ impl<'a> Engine<'a> {
             ids[index].member = member.clone();
             ids[index].group.clone()
         };
-        let session = Duration::from_millis(self.config.session_timeout_ms);
         self.shared
             .coordinator
-            .join_group(&group, &member, session)
+            .join_group(&group, &member, self.shared.session_timeout)
             .expect("a positive session timeout is always accepted");
         self.rejoins += 1;
-    }
-
-    /// Classifies the evictions recorded since the last call.
-    fn collect_evictions(&mut self) {
-        let start_ms = match self.time {
-            Time::Virtual(_) => 0,
-            Time::Real { start_ms } => start_ms,
-        };
-        for eviction in self.shared.coordinator.take_evictions() {
-            self.evictions += 1;
-            self.classify(&eviction, start_ms);
-        }
-    }
-
-    fn classify(&mut self, eviction: &Eviction, start_ms: u64) {
-        let Some(index) = Consumer::index_of(&eviction.member, self.consumers.len()) else {
-            self.false_evictions += 1;
-            return;
-        };
-        let consumer = &mut self.consumers[index];
-        let evicted_at = eviction.evicted_at_ms.saturating_sub(start_ms);
-        if consumer.fate.is_down_at(evicted_at) && !consumer.detected {
-            consumer.detected = true;
-            self.delays.push(eviction.detection_delay_ms());
-        } else {
-            self.false_evictions += 1;
-        }
-    }
-
-    fn rebalances(&self) -> u64 {
-        self.shared.coordinator.total_generations() - self.generations_at_start
-    }
-
-    fn progress(&mut self, t: u64) -> Progress {
-        self.collect_evictions();
-        let heartbeats = self.shared.coordinator.heartbeats_handled();
-        let (last_t, last_heartbeats) = self.last_progress;
-        self.last_progress = (t, heartbeats);
-        let span_s = (t.saturating_sub(last_t)).max(1) as f64 / 1000.0;
-        let purgatory = self.shared.coordinator.purgatory();
-        let wall_ms = self.started.elapsed().as_millis() as u64;
-        let eta_ms = match self.time {
-            Time::Virtual(_) if t > 0 => {
-                let left = self.config.duration_ms.saturating_sub(t);
-                Some((wall_ms as u128 * left as u128 / t as u128) as u64)
-            }
-            _ => None,
-        };
-        Progress {
-            elapsed_ms: t,
-            wall_ms,
-            eta_ms,
-            alive: self.shared.coordinator.alive_members(),
-            heartbeats_per_s: (heartbeats - last_heartbeats) as f64 / span_s,
-            watched: purgatory.watched(),
-            delayed: purgatory.delayed(),
-            evictions: self.evictions,
-            rebalances: self.rebalances(),
-        }
-    }
-
-    fn summary(&mut self) -> Summary {
-        self.collect_evictions();
-        let crashes = self
-            .consumers
-            .iter()
-            .filter(|c| matches!(c.fate, Fate::Crash { .. }))
-            .count();
-        let stalls = self
-            .consumers
-            .iter()
-            .filter(|c| matches!(c.fate, Fate::Stall { .. }))
-            .count();
-        let detected = self.consumers.iter().filter(|c| c.detected).count();
-        let mut delays = std::mem::take(&mut self.delays);
-        delays.sort_unstable();
-        self.recording.detection_delays_ms.clone_from(&delays);
-        let heartbeats = self.shared.coordinator.heartbeats_handled();
-        let purgatory = self.shared.coordinator.purgatory();
-        Summary {
-            config: self.config.clone(),
-            injected_crashes: crashes,
-            injected_stalls: stalls,
-            detected_failures: detected,
-            undetected_failures: crashes + stalls - detected,
-            false_evictions: self.false_evictions,
-            detection_delay_p50_ms: percentile(&delays, 50.0),
-            detection_delay_p99_ms: percentile(&delays, 99.0),
-            detection_delay_max_ms: delays.last().copied(),
-            rebalances: self.rebalances(),
-            rejoins: self.rejoins,
-            heartbeats,
-            heartbeats_per_s: heartbeats as f64 * 1000.0 / self.config.duration_ms as f64,
-            alive_at_end: self.shared.coordinator.alive_members(),
-            watched_at_end: purgatory.watched(),
-            delayed_at_end: purgatory.delayed(),
-        }
     }
 }
 
@@ -450,6 +385,42 @@ mod tests {
         engine.handle_due(2_000);
         assert_eq!(engine.rejoins, config.consumers as u64);
         assert_eq!(engine.shared.coordinator.alive_members(), config.consumers);
+    }
+
+    #[test]
+    fn an_engine_running_behind_counts_its_late_heartbeats() {
+        // At 2 s the engine sends the heartbeats due by 1,949 ms (as a
+        // real-time engine that fell behind does): every one is late, the
+        // earliest by the most. Those due in the last 50 ms are not late.
+        let config = SimConfig {
+            crash_rate: 0.0,
+            stall_rate: 0.0,
+            ..small(5)
+        };
+        let clock = ManualClock::new();
+        let coordinator = GroupCoordinator::with_manual_clock(&clock).unwrap();
+        let mut engine = Engine::new(&config, coordinator, Time::Virtual(clock.clone()));
+        engine.start();
+        let first = engine.events.next_due().unwrap();
+        clock.set_ms(2_000);
+        engine.handle_due(1_949);
+        let sent_behind = engine.shared.coordinator.heartbeats_handled();
+        engine.handle_due(2_000);
+        assert!(engine.shared.coordinator.heartbeats_handled() > sent_behind);
+        let summary = engine.summary();
+        assert_eq!(summary.late_heartbeats, sent_behind);
+        assert_eq!(summary.heartbeat_lag_max_ms, 2_000 - first);
+        assert!(summary.to_string().contains("sent late"), "{summary}");
+    }
+
+    #[test]
+    fn an_engine_on_time_sends_nothing_late() {
+        let summary = run(&small(7), |_| {}).unwrap();
+        assert_eq!(
+            (summary.late_heartbeats, summary.heartbeat_lag_max_ms),
+            (0, 0)
+        );
+        assert!(!summary.to_string().contains("sent late"), "{summary}");
     }
 
     #[test]

@@ -16,6 +16,7 @@
 use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use parking_lot::RwLock;
 
@@ -31,12 +32,23 @@ pub(super) struct ConsumerIds {
     pub(super) member: MemberId,
 }
 
-/// What the engine and the handlers share: the coordinator, and every
-/// consumer's current ids (written by the engine only between runs).
+/// What the engine and the handlers share: the coordinator, every
+/// consumer's current ids (written by the engine only between runs), and
+/// the session timeout members join with.
 #[derive(Debug)]
 pub(super) struct Shared {
     pub(super) coordinator: GroupCoordinator,
     pub(super) ids: RwLock<Vec<ConsumerIds>>,
+    pub(super) session_timeout: Duration,
+}
+
+/// What the queued requests of a run are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Request {
+    /// Each consumer heartbeats.
+    Heartbeat,
+    /// Each consumer joins its group (the groups forming at the start).
+    Join,
 }
 
 /// Below this many queued requests, [`Handlers::run`] handles them all on
@@ -44,7 +56,7 @@ pub(super) struct Shared {
 const MIN_REQUESTS_TO_SHARE: usize = 64;
 
 struct Worker {
-    requests: SyncSender<Vec<u32>>,
+    requests: SyncSender<(Request, Vec<u32>)>,
     answers: Receiver<(Vec<u32>, Vec<u32>)>,
     thread: Option<JoinHandle<()>>,
 }
@@ -64,15 +76,15 @@ impl Handlers {
         let threads = threads.clamp(1, MAX_HANDLER_THREADS);
         let workers = (1..threads)
             .map(|n| {
-                let (requests, inbox) = mpsc::sync_channel::<Vec<u32>>(1);
+                let (requests, inbox) = mpsc::sync_channel::<(Request, Vec<u32>)>(1);
                 let (outbox, answers) = mpsc::sync_channel(1);
                 let shared = Arc::clone(&shared);
                 let thread = std::thread::Builder::new()
                     .name(format!("request-handler-{n}"))
                     .spawn(move || {
-                        for mut queue in inbox {
+                        for (request, mut queue) in inbox {
                             let mut rejoins = Vec::new();
-                            handle(&shared, &queue, &mut rejoins);
+                            handle(&shared, request, &queue, &mut rejoins);
                             queue.clear();
                             if outbox.send((queue, rejoins)).is_err() {
                                 break;
@@ -101,16 +113,17 @@ impl Handlers {
         self.queues[group % n].push(index);
     }
 
-    /// Handles every queued request; returns the consumers whose heartbeat
-    /// was refused with `UNKNOWN_MEMBER_ID` (they must rejoin), in order.
-    pub(super) fn run(&mut self) -> &[u32] {
+    /// Handles every queued request as a `request`; returns the consumers
+    /// whose heartbeat was refused with `UNKNOWN_MEMBER_ID` (they must
+    /// rejoin), in order.
+    pub(super) fn run(&mut self, request: Request) -> &[u32] {
         self.rejoins.clear();
         let queued: usize = self.queues.iter().map(Vec::len).sum();
         if queued < MIN_REQUESTS_TO_SHARE {
             // Waking a handler costs more than these requests: handle them
             // here (which thread handles a request changes no outcome).
             for queue in &mut self.queues {
-                handle(&self.shared, queue, &mut self.rejoins);
+                handle(&self.shared, request, queue, &mut self.rejoins);
                 queue.clear();
             }
             self.rejoins.sort_unstable();
@@ -125,12 +138,12 @@ impl Handlers {
             if !queue.is_empty() {
                 worker
                     .requests
-                    .send(std::mem::take(queue))
+                    .send((request, std::mem::take(queue)))
                     .expect("request handlers outlive the run");
                 waiting[n] = true;
             }
         }
-        handle(&self.shared, own, &mut self.rejoins);
+        handle(&self.shared, request, own, &mut self.rejoins);
         own.clear();
         for (n, (worker, queue)) in self.workers.iter().zip(others.iter_mut()).enumerate() {
             if waiting[n] {
@@ -160,12 +173,22 @@ impl Drop for Handlers {
     }
 }
 
-/// Handles the heartbeats of the consumers in `queue`.
-fn handle(shared: &Shared, queue: &[u32], rejoins: &mut Vec<u32>) {
+/// Handles the requests of the consumers in `queue`.
+fn handle(shared: &Shared, request: Request, queue: &[u32], rejoins: &mut Vec<u32>) {
     if queue.is_empty() {
         return;
     }
     let ids = shared.ids.read();
+    if request == Request::Join {
+        for &index in queue {
+            let consumer = &ids[index as usize];
+            shared
+                .coordinator
+                .join_group(&consumer.group, &consumer.member, shared.session_timeout)
+                .expect("a positive session timeout is always accepted");
+        }
+        return;
+    }
     for &index in queue {
         let consumer = &ids[index as usize];
         match shared

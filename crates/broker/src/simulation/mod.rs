@@ -43,6 +43,13 @@
 //!   real time plus the reaper's scheduling lag.
 //! - **Rebalance**: a generation bump after the groups formed at time 0; each
 //!   eviction and each rejoin is one.
+//! - **Late heartbeat**: one the engine sent more than
+//!   [`LATE_HEARTBEAT_MS`] after it was due, because a real-time engine fell
+//!   behind its schedule. The coordinator then hears from the consumer later
+//!   than the consumer spoke, so a stall can end before the coordinator's
+//!   session timer runs out: its eviction comes after the stall, counts as a
+//!   false eviction, and the stall as undetected. The summary counts them and
+//!   the largest lag, so such a run says why.
 //! - **heartbeats_per_s**: heartbeat requests handled per *simulated* second
 //!   (so that virtual-time summaries are reproducible).
 //! - **alive / watched / delayed at end**: members in their groups, and the
@@ -55,6 +62,7 @@ mod engine;
 mod handlers;
 mod plan;
 mod recording;
+mod report;
 mod summary;
 
 pub use config::{
@@ -64,4 +72,4 @@ pub use config::{
 };
 pub use engine::{run, run_recorded};
 pub use recording::{Recording, Sample, MAX_SAMPLES};
-pub use summary::{percentile, Progress, Summary};
+pub use summary::{percentile, Progress, Summary, LATE_HEARTBEAT_MS};

@@ -10,6 +10,12 @@ use std::fmt;
 
 use super::config::SimConfig;
 
+/// A heartbeat sent more than this after it was due counts as late: the
+/// real-time engine fell behind its schedule, and the coordinator saw the
+/// consumer later than the consumer spoke (which can turn a detected stall
+/// into a false eviction).
+pub const LATE_HEARTBEAT_MS: u64 = 50;
+
 /// One status line, emitted every [`SimConfig::progress_interval_ms`] of
 /// simulated time and at the end.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -88,6 +94,12 @@ pub struct Summary {
     pub heartbeats: u64,
     /// Heartbeats per simulated second.
     pub heartbeats_per_s: f64,
+    /// Heartbeats the engine sent more than [`LATE_HEARTBEAT_MS`] after
+    /// they were due (a real-time engine running behind; always 0 in
+    /// virtual time).
+    pub late_heartbeats: u64,
+    /// The most any heartbeat was sent after it was due (ms).
+    pub heartbeat_lag_max_ms: u64,
     /// Members in their groups at the end.
     pub alive_at_end: usize,
     /// The heartbeat purgatory's watched count at the end.
@@ -130,6 +142,7 @@ impl Summary {
                 "\"undetected_failures\":{},\"false_evictions\":{},",
                 "\"detection_delay_p50_ms\":{},\"detection_delay_p99_ms\":{},\"detection_delay_max_ms\":{},",
                 "\"rebalances\":{},\"rejoins\":{},\"heartbeats\":{},\"heartbeats_per_s\":{:.1},",
+                "\"late_heartbeats\":{},\"heartbeat_lag_max_ms\":{},",
                 "\"alive_at_end\":{},\"watched_at_end\":{},\"delayed_at_end\":{}}}"
             ),
             c.consumers,
@@ -154,6 +167,8 @@ impl Summary {
             self.rejoins,
             self.heartbeats,
             self.heartbeats_per_s,
+            self.late_heartbeats,
+            self.heartbeat_lag_max_ms,
             self.alive_at_end,
             self.watched_at_end,
             self.delayed_at_end,
@@ -226,6 +241,18 @@ impl fmt::Display for Summary {
             c.handler_threads,
             if c.handler_threads == 1 { "" } else { "s" }
         )?;
+        if !c.virtual_time || self.late_heartbeats > 0 {
+            // Only a real-time engine runs behind by itself; a virtual run's
+            // summary keeps its lines.
+            writeln!(
+                f,
+                "sent late          {} heartbeats more than {} ms after due, max lag {} ms  [{}]",
+                self.late_heartbeats,
+                LATE_HEARTBEAT_MS,
+                self.heartbeat_lag_max_ms,
+                check(self.late_heartbeats == 0)
+            )?;
+        }
         let consistent =
             self.watched_at_end == self.alive_at_end && self.delayed_at_end == self.alive_at_end;
         write!(
