@@ -1,0 +1,193 @@
+//! The arena's tests: reuse, generations, handles of other arenas, and
+//! giving memory back.
+
+use super::*;
+use std::rc::Rc;
+
+#[test]
+fn slot_is_24_bytes_for_word_sized_tasks() {
+    assert_eq!(std::mem::size_of::<Slot<u64>>(), 24);
+    assert_eq!(std::mem::size_of::<Slot<std::sync::Arc<()>>>(), 24);
+}
+
+#[test]
+fn insert_remove_reuses_slots_and_bumps_generation() {
+    let mut entries = Entries::new();
+    let a = entries.insert(10, "a");
+    let ha = entries.handle(a);
+    entries.slot_mut(a).set_state(UNLINKED);
+    assert_eq!(entries.remove(a), "a");
+    assert_eq!(entries.resolve(ha), None, "handle is stale after free");
+    let b = entries.insert(20, "b");
+    assert_eq!(b, a, "freed slot is reused first");
+    let hb = entries.handle(b);
+    assert_ne!(ha, hb);
+    assert_eq!(entries.resolve(hb), Some(b));
+    assert_eq!(
+        entries.resolve(ha),
+        None,
+        "old handle does not alias the new task"
+    );
+    assert_eq!(entries.len(), 1);
+}
+
+#[test]
+fn handles_carry_their_shard_and_do_not_resolve_elsewhere() {
+    let mut a = Entries::new();
+    a.set_shard(5);
+    let mut b = Entries::new();
+    b.set_shard(6);
+    let ia = a.insert(1, 'a');
+    let ib = b.insert(1, 'b');
+    let (ha, hb) = (a.handle(ia), b.handle(ib));
+    assert_eq!((ha.shard(), hb.shard()), (5, 6));
+    assert_eq!(a.resolve(ha), Some(ia));
+    assert_eq!(a.resolve(hb), None, "same index, other shard");
+    assert_eq!(b.resolve(ha), None);
+}
+
+#[test]
+fn handles_from_another_arena_with_the_same_shard_do_not_resolve() {
+    let (mut a, mut b) = (Entries::new(), Entries::new());
+    let (ia, ib) = (a.insert(1, 'a'), b.insert(1, 'b'));
+    let (ha, hb) = (a.handle(ia), b.handle(ib));
+    assert_eq!((ha.index, ha.generation), (hb.index, hb.generation));
+    assert_ne!(ha, hb);
+    assert_eq!(b.resolve(ha), None, "same index, generation and shard");
+    assert_eq!(a.resolve(hb), None);
+    assert_eq!(b.resolve(hb), Some(ib));
+}
+
+#[test]
+fn a_handle_is_three_words_of_32_bits() {
+    assert_eq!(std::mem::size_of::<TimerHandle>(), 12);
+}
+
+#[test]
+fn generations_wrap_within_their_bits() {
+    let mut entries = Entries::new();
+    entries.set_shard(MAX_SHARDS - 1);
+    let i = entries.insert(0, ());
+    entries.slots[i as usize].meta = GENERATION_MASK | (UNLINKED << GENERATION_BITS);
+    let h = entries.handle(i);
+    entries.slot_mut(i).set_state(UNLINKED);
+    entries.remove(i);
+    let j = entries.insert(0, ());
+    assert_eq!(i, j);
+    assert_eq!(
+        entries.slots[j as usize].generation(),
+        0,
+        "wrapped, shard bits untouched"
+    );
+    assert_eq!(entries.resolve(h), None);
+    assert_eq!(entries.handle(j).shard(), MAX_SHARDS - 1);
+}
+
+#[test]
+fn unknown_handles_resolve_to_none() {
+    let entries: Entries<u8> = Entries::new();
+    assert_eq!(entries.resolve(TimerHandle::DETACHED), None);
+    assert_eq!(
+        entries.resolve(TimerHandle {
+            index: 7,
+            generation: 0,
+            owner: entries.owner,
+        }),
+        None
+    );
+}
+
+/// Fills an arena with `n` entries and frees them all, returning the
+/// handle of the last entry freed.
+fn fill_and_empty(entries: &mut Entries<u64>, n: u64) -> TimerHandle {
+    let indices: Vec<u32> = (0..n).map(|i| entries.insert(i, i)).collect();
+    let mut last = TimerHandle::DETACHED;
+    for &i in &indices {
+        last = entries.handle(i);
+        entries.slot_mut(i).set_state(UNLINKED);
+        entries.remove(i);
+    }
+    last
+}
+
+#[test]
+fn a_large_arena_gives_its_memory_back_once_emptied() {
+    let mut entries = Entries::new();
+    let n = 3 * KEEP_SLOTS as u64;
+    let first = entries.insert(0, 0);
+    let first_handle = entries.handle(first);
+    entries.slot_mut(first).set_state(UNLINKED);
+    entries.remove(first);
+    assert!(entries.capacity() > 0, "a small arena keeps its slots");
+    let last = fill_and_empty(&mut entries, n);
+    assert_eq!(entries.len(), 0);
+    assert_eq!(entries.capacity(), 0, "emptied: every slot freed");
+    // Indices start over at 0 with fresh generations: no handle issued
+    // before the arena emptied may resolve against the new entries.
+    let again: Vec<u32> = (0..n).map(|i| entries.insert(i, i)).collect();
+    assert_eq!(again[0], 0);
+    assert_eq!(entries.resolve(first_handle), None);
+    assert_eq!(entries.resolve(last), None);
+    assert_eq!(entries.resolve(entries.handle(again[0])), Some(0));
+}
+
+#[test]
+fn a_small_arena_keeps_its_slots_when_emptied() {
+    let mut entries = Entries::new();
+    fill_and_empty(&mut entries, KEEP_SLOTS as u64 / 2);
+    let capacity = entries.capacity();
+    assert!(capacity > 0 && capacity <= KEEP_SLOTS, "{capacity}");
+    let owner = entries.owner;
+    let i = entries.insert(1, 1);
+    assert_eq!(entries.owner, owner, "nothing released, nothing renamed");
+    assert_eq!(entries.capacity(), capacity, "reused, not regrown");
+    assert_eq!(entries.slot(i).deadline, 1);
+}
+
+#[test]
+fn a_large_arena_not_yet_empty_keeps_its_slots() {
+    let mut entries = Entries::new();
+    let keep = entries.insert(0, 0);
+    fill_and_empty(&mut entries, 2 * KEEP_SLOTS as u64);
+    assert!(entries.capacity() > KEEP_SLOTS);
+    let handle = entries.handle(keep);
+    assert_eq!(entries.resolve(handle), Some(keep));
+    entries.slot_mut(keep).set_state(UNLINKED);
+    assert_eq!(entries.remove(keep), 0);
+    assert_eq!(entries.capacity(), 0);
+}
+
+#[test]
+fn draining_a_large_arena_gives_its_memory_back() {
+    let mut entries = Entries::new();
+    for i in 0..2 * KEEP_SLOTS as u64 {
+        entries.insert(i, i);
+    }
+    let mut drained = 0;
+    entries.drain(|_| drained += 1);
+    assert_eq!(drained, 2 * KEEP_SLOTS);
+    assert_eq!(entries.capacity(), 0);
+}
+
+#[test]
+fn drop_and_drain_release_every_task_once() {
+    let token = Rc::new(());
+    let mut entries = Entries::new();
+    for i in 0..10 {
+        entries.insert(i, token.clone());
+    }
+    let third = 3;
+    entries.slot_mut(third).set_state(UNLINKED);
+    drop(entries.remove(third));
+    assert_eq!(Rc::strong_count(&token), 10);
+    let mut drained = 0;
+    let mut half = Entries::new();
+    for i in 0..4 {
+        half.insert(i, token.clone());
+    }
+    half.drain(|_| drained += 1);
+    assert_eq!(drained, 4);
+    assert_eq!(half.len(), 0);
+    drop(entries);
+    assert_eq!(Rc::strong_count(&token), 1);
+}
