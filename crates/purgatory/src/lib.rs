@@ -201,6 +201,7 @@ mod outcome;
 mod purgatory;
 mod release;
 mod retire;
+mod stackbuf;
 mod stats;
 mod stripe;
 mod sync;

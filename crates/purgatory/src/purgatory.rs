@@ -40,6 +40,7 @@ use crate::operation::{DelayedOperation, Operation, OwnerRef, Shared};
 use crate::outcome::Outcome;
 use crate::release::{self, guarded, let_go, ExpiryTask, Released};
 use crate::retire::{Retired, Unwatch};
+use crate::stackbuf::StackBuf;
 use crate::sync::Mutex;
 use crate::watch::{KeyHasher, WatchIndex, WatchKey};
 
@@ -47,6 +48,10 @@ use crate::watch::{KeyHasher, WatchIndex, WatchKey};
 /// per shard-lock hold: small enough that a scan of a long hot list never
 /// holds off a watcher of the same shard for long.
 const CHECK_CHUNK: usize = 64;
+
+/// How many completed operations' tokens [`Purgatory::check_and_complete`]
+/// keeps on its stack; more go to a vector.
+const RELEASED_INLINE: usize = 8;
 
 impl<S> PurgatoryBuilder<S> {
     /// Builds the purgatory, starting its timer's executor thread and, if
@@ -379,13 +384,15 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
     /// callback (see [`DelayedOperation`]).
     pub fn check_and_complete(&self, key: &K) -> usize {
         let name = self.home.name.as_str();
-        let mut batch = Vec::new();
+        // On the stack: a check of a short list (a heartbeat's one
+        // operation) allocates nothing.
+        let mut batch = StackBuf::<_, CHECK_CHUNK>::new();
         let mut cursor = None;
         let mut completed = 0;
-        let mut released = Vec::new();
+        let mut released = StackBuf::<_, RELEASED_INLINE>::new();
         loop {
             cursor = self.index.scan(key, cursor, CHECK_CHUNK, &mut batch);
-            for op in &batch {
+            for op in batch.iter() {
                 let (done, token) = op.check(name);
                 completed += usize::from(done);
                 released.extend(token);
@@ -400,9 +407,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
             self.home.free_own_retired();
             log::debug!("purgatory {name}: completed {completed} operations for key {key:?}");
         }
-        for token in released {
-            let_go(token);
-        }
+        released.drain().for_each(let_go);
         release::flush();
         completed
     }

@@ -31,6 +31,7 @@ use timer::TimerTask;
 
 use crate::operation::{DelayedOperation, Operation, OwnerRef, Shared};
 use crate::outcome::{Outcome, Signal};
+use crate::stackbuf::StackBuf;
 
 thread_local! {
     /// How many user callbacks the purgatory is running on this thread.
@@ -80,13 +81,20 @@ pub(crate) fn let_go<T: 'static>(value: T) {
     }
 }
 
-/// [`let_go`] for every value of `values`, keeping the vector's room: one
-/// look at the callback depth, and one panic guard, for the lot.
-pub(crate) fn let_go_all<T: 'static>(values: &mut Vec<T>) {
+/// [`let_go`] for every value of `values`, emptying it: one look at the
+/// callback depth, and one panic guard, for the lot.
+pub(crate) fn let_go_all<T: 'static, const N: usize>(values: &mut StackBuf<T, N>) {
     if in_callback() {
-        values.drain(..).for_each(let_go);
-    } else if catch_unwind(AssertUnwindSafe(|| values.clear())).is_err() {
-        // `clear` drops the others even when one `Drop` panics.
+        values.drain().for_each(let_go);
+        return;
+    }
+    // A `clear` interrupted by a panicking `Drop` leaves the values after it
+    // in the buffer: clear again until every one is dropped.
+    let mut panicked = false;
+    while catch_unwind(AssertUnwindSafe(|| values.clear())).is_err() {
+        panicked = true;
+    }
+    if panicked {
         log::error!("purgatory: an operation's Drop panicked");
     }
 }

@@ -92,7 +92,61 @@ pub(crate) trait Unwatch<Op: DelayedOperation>: Send + Sync {
     fn unwatch_batch(&self, batch: &[Retired<Op>]);
 }
 
-type Stripe<Op> = CachePadded<Mutex<Vec<Retired<Op>>>>;
+/// One stripe: the operations its threads retired, and room to reuse.
+struct Stripe<Op: DelayedOperation> {
+    batch: Vec<Retired<Op>>,
+    /// Room for the next batch and for its timer handles, emptied: the
+    /// vectors of the last batch freed, given back once it is freed, so
+    /// that taking a batch out of the stripe and freeing it allocates
+    /// nothing in a steady state. Empty (no room) while a thread sharing
+    /// the stripe frees a batch.
+    spare: Buffers<Op>,
+}
+
+/// The vectors a batch is freed with.
+struct Buffers<Op: DelayedOperation> {
+    batch: Vec<Retired<Op>>,
+    handles: Vec<TimerHandle>,
+}
+
+impl<Op: DelayedOperation> Default for Buffers<Op> {
+    fn default() -> Self {
+        Buffers {
+            batch: Vec::new(),
+            handles: Vec::new(),
+        }
+    }
+}
+
+impl<Op: DelayedOperation> Stripe<Op> {
+    /// Takes the batch out, with the handles' room, leaving the spare
+    /// room (`room` more if there is none) for the next.
+    fn take(&mut self, room: usize) -> Buffers<Op> {
+        let mut spare = std::mem::take(&mut self.spare);
+        if spare.batch.capacity() == 0 {
+            spare.batch.reserve_exact(room);
+        }
+        let batch = std::mem::replace(&mut self.batch, spare.batch);
+        Buffers {
+            batch,
+            handles: spare.handles,
+        }
+    }
+
+    /// Keeps `used`'s room (emptied) as the spare, unless another batch's
+    /// room came back first; returns the room not kept, to be dropped
+    /// once the stripe is unlocked.
+    fn give_back(&mut self, used: Buffers<Op>) -> Buffers<Op> {
+        debug_assert!(used.batch.is_empty() && used.handles.is_empty());
+        if self.spare.batch.capacity() == 0 {
+            std::mem::replace(&mut self.spare, used)
+        } else {
+            used
+        }
+    }
+}
+
+type StripeLock<Op> = CachePadded<Mutex<Stripe<Op>>>;
 
 /// An unlinked operation: its last weak reference (empty once let go, see
 /// [`RetireQueue::drop_unlinked`]), and its memberships, whose spill room
@@ -103,7 +157,7 @@ type Unlinked<Op> = (Weak<Shared<Op>>, Members);
 /// Retired operations waiting to be freed, striped by thread, and unlinked
 /// operations waiting for their memory to be let go.
 pub(crate) struct RetireQueue<Op: DelayedOperation> {
-    stripes: Box<[Stripe<Op>]>,
+    stripes: Box<[StripeLock<Op>]>,
     /// Oldest first. Allocated once with room for [`UNLINKED_MAX`], so
     /// queueing never allocates.
     unlinked: CachePadded<Mutex<VecDeque<Unlinked<Op>>>>,
@@ -115,7 +169,12 @@ impl<Op: DelayedOperation> RetireQueue<Op> {
     pub(crate) fn new() -> Self {
         RetireQueue {
             stripes: (0..stripe::count())
-                .map(|_| CachePadded::new(Mutex::new(Vec::new())))
+                .map(|_| {
+                    CachePadded::new(Mutex::new(Stripe {
+                        batch: Vec::new(),
+                        spare: Buffers::default(),
+                    }))
+                })
                 .collect(),
             unlinked: CachePadded::new(Mutex::new(VecDeque::with_capacity(UNLINKED_MAX))),
             unlinked_len: AtomicUsize::new(0),
@@ -130,22 +189,48 @@ impl<Op: DelayedOperation> RetireQueue<Op> {
         index: &dyn Unwatch<Op>,
         timer: &Timer<T>,
     ) {
+        let stripe = stripe::own(&self.stripes);
         let full = {
-            let mut stripe = stripe::own(&self.stripes).lock();
-            stripe.push(retired);
-            if stripe.len() < RETIRE_BATCH {
+            let mut stripe = stripe.lock();
+            stripe.batch.push(retired);
+            if stripe.batch.len() < RETIRE_BATCH {
                 return;
             }
             // A full batch's room at once, rather than doubling up to it.
-            std::mem::replace(&mut *stripe, Vec::with_capacity(RETIRE_BATCH))
+            stripe.take(RETIRE_BATCH)
         };
-        self.free(full, index, timer);
+        self.free_and_give_back(stripe, full, index, timer);
     }
 
     /// Frees what this thread's stripe holds.
     pub(crate) fn free_own<T: TimerTask>(&self, index: &dyn Unwatch<Op>, timer: &Timer<T>) {
-        let batch = std::mem::take(&mut *stripe::own(&self.stripes).lock());
-        self.free(batch, index, timer);
+        let stripe = stripe::own(&self.stripes);
+        let batch = {
+            let mut stripe = stripe.lock();
+            if stripe.batch.is_empty() {
+                return;
+            }
+            stripe.take(0)
+        };
+        self.free_and_give_back(stripe, batch, index, timer);
+    }
+
+    /// Frees `buffers`' batch, taken out of `stripe`, and gives their room
+    /// back to it.
+    fn free_and_give_back<T: TimerTask>(
+        &self,
+        stripe: &StripeLock<Op>,
+        mut buffers: Buffers<Op>,
+        index: &dyn Unwatch<Op>,
+        timer: &Timer<T>,
+    ) {
+        self.free(&mut buffers.batch, &mut buffers.handles, index, timer);
+        // What did not fit in the unlinked queue (usually nothing) goes
+        // here, on the thread whose stripe allocated it.
+        buffers.batch.clear();
+        buffers.handles.clear();
+        let unkept = stripe.lock().give_back(buffers);
+        drop(unkept);
     }
 
     /// Frees what every stripe holds; then, if `let_go`, lets go of every
@@ -157,8 +242,8 @@ impl<Op: DelayedOperation> RetireQueue<Op> {
         let_go: bool,
     ) {
         for stripe in self.stripes.iter() {
-            let batch = std::mem::take(&mut *stripe.lock());
-            self.free(batch, index, timer);
+            let mut batch = std::mem::take(&mut stripe.lock().batch);
+            self.free(&mut batch, &mut Vec::new(), index, timer);
         }
         if let_go {
             let all: Vec<_> = {
@@ -213,30 +298,28 @@ impl<Op: DelayedOperation> RetireQueue<Op> {
     }
 
     /// Frees the slots and cancels the timer entries of `batch`, then queues
-    /// its operations' last references for a watching thread.
+    /// its operations' last references for a watching thread, taking them
+    /// out of `batch` (what does not fit stays). `handles` (empty) is room
+    /// for the timer handles.
     fn free<T: TimerTask>(
         &self,
-        mut batch: Vec<Retired<Op>>,
+        batch: &mut Vec<Retired<Op>>,
+        handles: &mut Vec<TimerHandle>,
         index: &dyn Unwatch<Op>,
         timer: &Timer<T>,
     ) {
         if batch.is_empty() {
             return;
         }
-        let mut handles: Vec<TimerHandle> = Vec::with_capacity(batch.len());
         handles.extend(batch.iter().filter_map(|r| r.timer));
         if !handles.is_empty() {
-            timer.cancel_all(&mut handles);
+            timer.cancel_all(handles);
         }
-        index.unwatch_batch(&batch);
-        {
-            let mut queue = self.unlinked.lock();
-            let room = UNLINKED_MAX.saturating_sub(queue.len());
-            let unlinked = batch.drain(..room.min(batch.len()));
-            queue.extend(unlinked.map(|r| (r.op, r.members)));
-            self.unlinked_len.store(queue.len(), Ordering::Relaxed);
-        }
-        // What did not fit (usually nothing) goes here, with the batch's
-        // vector, on the thread whose stripe allocated it.
+        index.unwatch_batch(batch);
+        let mut queue = self.unlinked.lock();
+        let room = UNLINKED_MAX.saturating_sub(queue.len());
+        let unlinked = batch.drain(..room.min(batch.len()));
+        queue.extend(unlinked.map(|r| (r.op, r.members)));
+        self.unlinked_len.store(queue.len(), Ordering::Relaxed);
     }
 }

@@ -38,6 +38,7 @@ use hashbrown::hash_table::HashTable;
 use crate::members::Membership;
 use crate::operation::{DelayedOperation, Shared};
 use crate::retire::{Retired, Unwatch};
+use crate::stackbuf::StackBuf;
 use crate::sync::{lock_spinning, AtomicUsize, Mutex, Ordering};
 
 mod slab;
@@ -255,12 +256,12 @@ impl<K: WatchKey, Op: DelayedOperation, S: BuildHasher> WatchIndex<K, Op, S> {
     /// freed yet: the caller re-checks each under its lock),
     /// starting where `cursor` stands (a fresh scan when `None`). Returns the
     /// cursor to continue from, or `None` when the list is done (or gone).
-    pub(crate) fn scan(
+    pub(crate) fn scan<const N: usize>(
         &self,
         key: &K,
         cursor: Option<Cursor>,
         max: usize,
-        out: &mut Vec<Arc<Shared<Op>>>,
+        out: &mut StackBuf<Arc<Shared<Op>>, N>,
     ) -> Option<Cursor> {
         let (shard_ix, hash) = match &cursor {
             Some(c) => (c.shard, 0),
@@ -288,9 +289,6 @@ impl<K: WatchKey, Op: DelayedOperation, S: BuildHasher> WatchIndex<K, Op, S> {
             // Emptied or cancelled since the last chunk.
             _ => return None,
         };
-        if out.capacity() == 0 {
-            out.reserve(max.min(list.slab.live()));
-        }
         let slots = &list.slab.slots;
         let mut i = cursor.next_slot;
         while i < slots.len() {
@@ -372,26 +370,23 @@ impl<K: WatchKey, Op: DelayedOperation, S: BuildHasher> WatchIndex<K, Op, S> {
 
 impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Unwatch<Op> for WatchIndex<K, Op, S> {
     fn unwatch_batch(&self, batch: &[Retired<Op>]) {
-        // Every slot to free with its occupant. Sized up front: a flattening
-        // iterator gives no useful size hint, and growing the vector step by
-        // step cost more than filling it.
-        let mut slots: Vec<(Membership, *const Shared<Op>)> =
-            Vec::with_capacity(batch.iter().map(|r| r.members.len()).sum());
-        for r in batch {
-            slots.extend(r.members.iter().map(|m| (m, r.op.as_ptr())));
-        }
-        // The slots' references, dropped once every lock is released (never
-        // the last ones: `batch` holds one per operation).
-        let mut removed = Vec::with_capacity(slots.len());
+        // Every slot to free with its occupant, read from the batch itself
+        // each time it is needed rather than copied into a vector.
+        let slots = || {
+            batch
+                .iter()
+                .flat_map(|r| r.members.iter().map(move |m| (m, r.op.as_ptr())))
+        };
         // Each shard is locked once for all its slots. Operations mostly
         // watch the same few keys, so a batch usually touches a few shards:
-        // find them with a linear scan and copy the batch grouped by shard,
-        // one pass per shard. (Sorting a batch of 64 operations with 3 keys
-        // each by shard cost more instructions than all its removals.) A
-        // batch touching more shards is sorted by shard.
+        // find them with a linear scan and go over the batch once per shard,
+        // in the order the shards were met. (Sorting a batch of 64
+        // operations with 3 keys each by shard cost more instructions than
+        // all its removals.) A batch touching more shards is copied and
+        // sorted by shard.
         let mut distinct = [0u32; FEW_SHARDS];
         let mut n = 0;
-        let few = slots.iter().all(|(m, _)| {
+        let few = slots().all(|(m, _)| {
             if distinct[..n].contains(&m.shard) {
                 true
             } else if n < FEW_SHARDS {
@@ -402,26 +397,20 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Unwatch<Op> for WatchIndex
                 false
             }
         });
-        let slots = if few {
-            if n == 1 {
-                slots
-            } else {
-                // Grouped by shard, in the order the shards were met.
-                let mut grouped = Vec::with_capacity(slots.len());
-                for &shard in &distinct[..n] {
-                    grouped.extend(slots.iter().filter(|(m, _)| m.shard == shard));
-                }
-                grouped
+        if few {
+            for &shard in &distinct[..n] {
+                self.unwatch_run(shard, slots().filter(|(m, _)| m.shard == shard));
             }
         } else {
-            let mut slots = slots;
-            slots.sort_unstable_by_key(|(m, _)| m.shard);
-            slots
-        };
-        for run in slots.chunk_by(|a, b| a.0.shard == b.0.shard) {
-            self.unwatch_run(run[0].0.shard, run, &mut removed);
+            // Sized up front: a flattening iterator gives no useful size
+            // hint.
+            let mut sorted = Vec::with_capacity(batch.iter().map(|r| r.members.len()).sum());
+            sorted.extend(slots());
+            sorted.sort_unstable_by_key(|(m, _)| m.shard);
+            for run in sorted.chunk_by(|a, b| a.0.shard == b.0.shard) {
+                self.unwatch_run(run[0].0.shard, run.iter().copied());
+            }
         }
-        drop(removed);
     }
 }
 
@@ -432,35 +421,56 @@ const FEW_SHARDS: usize = 8;
 
 impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> WatchIndex<K, Op, S> {
     /// Frees the slots of `run`, all in shard `shard_ix`, taking its lock
-    /// once per [`UNWATCH_CHUNK`] slots, and moves their references into
-    /// `removed`.
+    /// once per [`UNWATCH_CHUNK`] slots (each chunk copied to the stack
+    /// first).
     fn unwatch_run(
         &self,
         shard_ix: u32,
-        run: &[(Membership, *const Shared<Op>)],
-        removed: &mut Vec<Weak<Shared<Op>>>,
+        mut run: impl Iterator<Item = (Membership, *const Shared<Op>)>,
     ) {
-        for chunk in run.chunks(UNWATCH_CHUNK) {
-            let mut shard = lock_spinning(&self.shards[shard_ix as usize]);
-            // Start fetching every slot of the chunk before changing any, so
-            // that their cache misses overlap (the slots were last written
-            // long ago, often by another core) and the removals below find
-            // their lines in cache, holding the lock for less time.
-            for &(m, _) in chunk {
-                if let Some(slot) = shard.list(m.list).slab.slots.get(m.slot as usize) {
-                    timer::internal::prefetch(slot);
-                }
+        let mut chunk = [(Membership::default(), std::ptr::null()); UNWATCH_CHUNK];
+        loop {
+            let mut len = 0;
+            for (to, slot) in chunk.iter_mut().zip(run.by_ref()) {
+                *to = slot;
+                len += 1;
             }
-            for &(m, op) in chunk {
-                let list = shard.list_mut(m.list);
-                let entry = list.slab.remove(m.slot, op);
-                debug_assert!(entry.is_some(), "an operation left a slot it did not hold");
-                removed.extend(entry);
-                if list.slab.live() == 0 && shard.free_list(m.list) {
-                    self.keys.fetch_sub(1, Ordering::Relaxed);
-                }
+            if len == 0 {
+                return;
+            }
+            self.unwatch_chunk(shard_ix, &chunk[..len]);
+            if len < UNWATCH_CHUNK {
+                return;
             }
         }
+    }
+
+    /// Frees the slots of `chunk`, all in shard `shard_ix`, in one hold of
+    /// its lock.
+    fn unwatch_chunk(&self, shard_ix: u32, chunk: &[(Membership, *const Shared<Op>)]) {
+        // The slots' references, dropped once the lock is released (never
+        // the last ones: the retired batch holds one per operation).
+        let mut removed: [Option<Weak<Shared<Op>>>; UNWATCH_CHUNK] = Default::default();
+        let mut shard = lock_spinning(&self.shards[shard_ix as usize]);
+        // Start fetching every slot of the chunk before changing any, so
+        // that their cache misses overlap (the slots were last written
+        // long ago, often by another core) and the removals below find
+        // their lines in cache, holding the lock for less time.
+        for &(m, _) in chunk {
+            if let Some(slot) = shard.list(m.list).slab.slots.get(m.slot as usize) {
+                timer::internal::prefetch(slot);
+            }
+        }
+        for (&(m, op), out) in chunk.iter().zip(&mut removed) {
+            let list = shard.list_mut(m.list);
+            *out = list.slab.remove(m.slot, op);
+            debug_assert!(out.is_some(), "an operation left a slot it did not hold");
+            if list.slab.live() == 0 && shard.free_list(m.list) {
+                self.keys.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+        drop(shard);
+        drop(removed);
     }
 }
 

@@ -95,7 +95,7 @@ fn a_chunked_scan_stops_when_its_list_is_recycled() {
     let members: Vec<_> = ops.iter().map(|o| watch(&index, "k", o)).collect();
     // These operations are not claimed by a purgatory, so a scan copies
     // none of them; the test is about the cursor alone.
-    let mut out = Vec::new();
+    let mut out = StackBuf::<_, 16>::new();
     let cursor = index.scan(&"k", None, 0, &mut out).expect("more to scan");
     for (m, o) in members.iter().zip(&ops) {
         unwatch(&index, *m, o);
