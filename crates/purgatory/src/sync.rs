@@ -3,18 +3,20 @@
 //! mutex are loom's, and the loom tests explore every interleaving of the
 //! protocol modules built on them (the `outcome` module).
 //!
-//! Reference counts (`Arc`, `Weak`) and the operations' reentrant locks
-//! (the `oplock` module takes parking_lot's directly) are not swapped: loom models neither `Weak` nor reentrancy, and the protocol
-//! the tests check does not depend on them.
+//! The operations' own reentrant lock (`oplock`) is built on this module's
+//! atomics and [`RawLock`], so its loom model checks the real code.
+//! Reference counts (`Arc`, `Weak`) and the shared `OperationLock`
+//! (parking_lot's reentrant mutex, part of the public API) are not
+//! swapped: loom models neither `Weak` nor parking_lot.
 
 #[cfg(not(loom))]
 pub(crate) use std::sync::atomic::{
-    AtomicBool, AtomicIsize, AtomicU32, AtomicU8, AtomicUsize, Ordering,
+    AtomicBool, AtomicIsize, AtomicU16, AtomicU32, AtomicU8, AtomicUsize, Ordering,
 };
 
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::{
-    AtomicBool, AtomicIsize, AtomicU32, AtomicU8, AtomicUsize, Ordering,
+    AtomicBool, AtomicIsize, AtomicU16, AtomicU32, AtomicU8, AtomicUsize, Ordering,
 };
 
 /// A mutual-exclusion lock whose `lock` returns the guard directly (no
@@ -55,4 +57,62 @@ pub(crate) fn lock_spinning<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 #[cfg(loom)]
 pub(crate) fn lock_spinning<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock()
+}
+
+/// A one-byte lock without a guard, for locks that keep their own record of
+/// who holds them (the operations' own lock): parking_lot's raw mutex, or
+/// under `cfg(loom)` a flag that loom's threads spin on.
+#[cfg(not(loom))]
+pub(crate) struct RawLock(parking_lot::RawMutex);
+
+#[cfg(not(loom))]
+impl RawLock {
+    pub(crate) fn new() -> Self {
+        use parking_lot::lock_api::RawMutex as _;
+        RawLock(parking_lot::RawMutex::INIT)
+    }
+
+    pub(crate) fn lock(&self) {
+        use parking_lot::lock_api::RawMutex as _;
+        self.0.lock();
+    }
+
+    /// # Safety
+    ///
+    /// The calling thread holds the lock (its `lock` returned and it has
+    /// not unlocked since).
+    #[allow(unsafe_code)]
+    pub(crate) unsafe fn unlock(&self) {
+        use parking_lot::lock_api::RawMutex as _;
+        // SAFETY: the caller holds the lock (this function's contract).
+        unsafe { self.0.unlock() }
+    }
+}
+
+#[cfg(loom)]
+pub(crate) struct RawLock(loom::sync::atomic::AtomicBool);
+
+#[cfg(loom)]
+impl RawLock {
+    pub(crate) fn new() -> Self {
+        RawLock(loom::sync::atomic::AtomicBool::new(false))
+    }
+
+    pub(crate) fn lock(&self) {
+        while self
+            .0
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            loom::thread::yield_now();
+        }
+    }
+
+    /// # Safety
+    ///
+    /// The calling thread holds the lock.
+    #[allow(unsafe_code)]
+    pub(crate) unsafe fn unlock(&self) {
+        self.0.store(false, Ordering::Release);
+    }
 }
