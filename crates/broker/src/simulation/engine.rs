@@ -445,6 +445,46 @@ mod tests {
     }
 
     #[test]
+    fn groups_form_on_the_handlers_alike_for_any_thread_count() {
+        // Each group's joins run on one handler in consumer order: every
+        // member is in its group with one pending expectation, and each
+        // group's generation and tokens are those of the joins in order.
+        let tables = |threads: usize| {
+            let config = SimConfig {
+                handler_threads: threads,
+                ..small(9)
+            };
+            let clock = ManualClock::new();
+            let coordinator = GroupCoordinator::with_manual_clock(&clock).unwrap();
+            let mut engine = Engine::new(&config, coordinator, Time::Virtual(clock));
+            engine.start();
+            let c = &engine.shared.coordinator;
+            assert_eq!(c.alive_members(), config.consumers);
+            assert_eq!(c.purgatory().watched(), config.consumers);
+            assert_eq!(c.purgatory().delayed(), config.consumers);
+            assert_eq!(engine.generations_at_start, config.consumers as u64);
+            let mut groups: Vec<_> = c
+                .groups()
+                .iter()
+                .map(|g| {
+                    let mut tokens: Vec<_> = g
+                        .member_ids()
+                        .iter()
+                        .map(|m| (m.to_string(), g.member(m).unwrap().heartbeat_token))
+                        .collect();
+                    tokens.sort();
+                    (g.id().to_string(), g.generation(), tokens)
+                })
+                .collect();
+            groups.sort();
+            groups
+        };
+        let one = tables(1);
+        assert_eq!(one.len(), 10);
+        assert_eq!(tables(3), one);
+    }
+
+    #[test]
     fn member_ids_lead_back_to_their_consumer() {
         for (index, incarnation) in [(0, 0), (17, 3), (199, 1), (10, 4_000_000_000)] {
             let id = Consumer::member_id(index, incarnation);
