@@ -375,6 +375,24 @@ mod tests {
         SimConfig::small_for_tests(seed)
     }
 
+    /// A small run that injects no failures.
+    fn healthy(seed: u64) -> SimConfig {
+        SimConfig {
+            crash_rate: 0.0,
+            stall_rate: 0.0,
+            ..small(seed)
+        }
+    }
+
+    /// An engine in virtual time whose groups have formed, and its clock.
+    fn started(config: &SimConfig) -> (ManualClock, Engine<'_>) {
+        let clock = ManualClock::new();
+        let coordinator = GroupCoordinator::with_manual_clock(&clock).unwrap();
+        let mut engine = Engine::new(config, coordinator, Time::Virtual(clock.clone()));
+        engine.start();
+        (clock, engine)
+    }
+
     #[test]
     fn a_small_virtual_run_detects_everything() {
         let mut lines = 0;
@@ -391,15 +409,8 @@ mod tests {
         // Every member expires, then the engine handles 2 s of heartbeats at
         // once (as a real-time engine that fell behind does): each consumer
         // is refused once, rejoins once, and is then a member exactly once.
-        let config = SimConfig {
-            crash_rate: 0.0,
-            stall_rate: 0.0,
-            ..small(3)
-        };
-        let clock = ManualClock::new();
-        let coordinator = GroupCoordinator::with_manual_clock(&clock).unwrap();
-        let mut engine = Engine::new(&config, coordinator, Time::Virtual(clock.clone()));
-        engine.start();
+        let config = healthy(3);
+        let (clock, mut engine) = started(&config);
         clock.set_ms(2_000);
         while engine.shared.coordinator.advance_clock(Duration::ZERO) {}
         assert_eq!(engine.shared.coordinator.alive_members(), 0);
@@ -413,15 +424,8 @@ mod tests {
         // At 2 s the engine sends the heartbeats due by 1,949 ms (as a
         // real-time engine that fell behind does): every one is late, the
         // earliest by the most. Those due in the last 50 ms are not late.
-        let config = SimConfig {
-            crash_rate: 0.0,
-            stall_rate: 0.0,
-            ..small(5)
-        };
-        let clock = ManualClock::new();
-        let coordinator = GroupCoordinator::with_manual_clock(&clock).unwrap();
-        let mut engine = Engine::new(&config, coordinator, Time::Virtual(clock.clone()));
-        engine.start();
+        let config = healthy(5);
+        let (clock, mut engine) = started(&config);
         let first = engine.events.next_due().unwrap();
         clock.set_ms(2_000);
         engine.handle_due(1_949);
@@ -454,10 +458,7 @@ mod tests {
                 handler_threads: threads,
                 ..small(9)
             };
-            let clock = ManualClock::new();
-            let coordinator = GroupCoordinator::with_manual_clock(&clock).unwrap();
-            let mut engine = Engine::new(&config, coordinator, Time::Virtual(clock));
-            engine.start();
+            let (_clock, engine) = started(&config);
             let c = &engine.shared.coordinator;
             assert_eq!(c.alive_members(), config.consumers);
             assert_eq!(c.purgatory().watched(), config.consumers);
