@@ -147,3 +147,75 @@ fn invalid_configs_are_errors() {
     };
     assert!(matches!(run(&config, |_| {}), Err(SimError::Config(_))));
 }
+
+/// A clock that moves on by itself: one millisecond every `reads_per_ms`
+/// reads, as real time passes while a million joins run.
+#[derive(Debug)]
+struct Ticking {
+    reads: std::sync::atomic::AtomicU64,
+    reads_per_ms: u64,
+}
+
+impl timer::Clock for Ticking {
+    fn now_nanos(&self) -> u64 {
+        let reads = self
+            .reads
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        reads / self.reads_per_ms * 1_000_000
+    }
+}
+
+#[test]
+fn each_consumer_heartbeats_first_after_its_own_join() {
+    // Three rounds of joins on a clock that moves while they run (more than
+    // an interval in all): a consumer that has not heartbeaten yet is due
+    // after its join, and no consumer's session timer runs out before its
+    // next heartbeat is due, however long the joins take.
+    let config = SimConfig {
+        consumers: 3 * JOINS_PER_ROUND,
+        groups: 100,
+        virtual_time: false,
+        ..healthy(11)
+    };
+    let purgatory = purgatory::Purgatory::builder(GroupCoordinator::PURGATORY_NAME)
+        .hasher(crate::id::IdHasher)
+        .clock(Ticking {
+            reads: 0.into(),
+            reads_per_ms: 100,
+        })
+        .reaper(false)
+        .build()
+        .unwrap();
+    let coordinator = GroupCoordinator::new(purgatory);
+    let mut engine = Engine::new(&config, coordinator, Time::Real { start_ms: 0 });
+    engine.start();
+    let ids = engine.shared.ids.read().clone();
+    let mut next = vec![None; config.consumers];
+    while let Some((due, bucket)) = engine.events.pop_due(u64::MAX - 1) {
+        for &index in &bucket {
+            next[index as usize].get_or_insert(due);
+        }
+    }
+    let mut last_join = 0;
+    for (index, next) in next.into_iter().enumerate() {
+        let consumer = &ids[index];
+        let group = engine.shared.coordinator.group(&consumer.group).unwrap();
+        let member = group.member(&consumer.member).unwrap();
+        let next = next.expect("every consumer has a next heartbeat");
+        last_join = last_join.max(member.joined_at_ms);
+        if member.last_heartbeat_ms == member.joined_at_ms {
+            assert!(
+                next > member.joined_at_ms,
+                "consumer {index}: {member:?}, next {next}"
+            );
+        }
+        assert!(
+            next < member.last_heartbeat_ms + config.session_timeout_ms,
+            "consumer {index}: {member:?}, next {next}"
+        );
+    }
+    assert!(
+        last_join > config.heartbeat_interval_ms,
+        "the joins took time"
+    );
+}
