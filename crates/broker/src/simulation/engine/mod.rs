@@ -83,11 +83,6 @@ impl Consumer {
     }
 }
 
-/// Consumers joining per round at the start (see [`Engine::start`]): a few
-/// milliseconds of joins, so that the first to join never wait long for
-/// their first heartbeats.
-const JOINS_PER_ROUND: usize = 4_096;
-
 /// The time source of a run: virtual (manual clock) or real.
 pub(super) enum Time {
     Virtual(ManualClock),
@@ -139,11 +134,13 @@ pub fn run_recorded(
         (coordinator, Time::Real { start_ms })
     };
     let mut engine = Engine::new(config, coordinator, time);
+    engine.start();
     if let Time::Real { start_ms } = &mut engine.time {
-        // Simulated time starts with the first join.
+        // Simulated time starts when the groups have formed: a million
+        // joins take seconds, which would otherwise leave the first
+        // heartbeats late before the run begins.
         *start_ms = engine.shared.coordinator.now_ms();
     }
-    engine.start();
     engine.run_loop(on_progress);
     let summary = engine.summary();
     drop(engine.handlers);
@@ -215,18 +212,12 @@ impl<'a> Engine<'a> {
         }
     }
 
-    /// Every consumer joins, then heartbeats first at a random phase after
-    /// its join; in virtual time all join at time 0.
+    /// Every consumer joins at time 0 and heartbeats first at a random phase.
     ///
-    /// The joins run on the request handlers in rounds of
-    /// [`JOINS_PER_ROUND`] consumers, each group's on its handler in
+    /// The joins run on the request handlers, each group's on its handler in
     /// consumer order (so each group's tokens and generations are the same
     /// for any number of handlers), into member tables sized for the group
-    /// once; the phases are drawn here, in consumer order. A million joins
-    /// take seconds of real time, and a member's session timer starts at its
-    /// join: so each consumer's schedule starts at its own round, and
-    /// between rounds the engine sends the heartbeats of the consumers that
-    /// joined earlier, as a coordinator still forming its groups does.
+    /// once; the first heartbeats are drawn here, in consumer order.
     fn start(&mut self) {
         let groups = self.config.groups;
         let per_group = self.config.consumers.div_ceil(groups);
@@ -237,23 +228,12 @@ impl<'a> Engine<'a> {
                 group.with_state(|state| state.members.reserve(per_group));
             }
         }
-        let mut phases = Vec::with_capacity(JOINS_PER_ROUND);
-        for first in (0..self.config.consumers).step_by(JOINS_PER_ROUND) {
-            let round = first..(first + JOINS_PER_ROUND).min(self.config.consumers);
-            phases.clear();
-            for index in round.clone() {
-                self.handlers.queue(index % groups, index as u32);
-                phases.push(self.rng.gen_range(1..=self.config.heartbeat_interval_ms));
-            }
-            self.handlers.run(Request::Join);
-            let joined = self.now();
-            for (index, &phase) in round.zip(&phases) {
-                self.events.push(joined + phase, index as u32);
-            }
-            if matches!(self.time, Time::Real { .. }) {
-                self.handle_due(joined);
-            }
+        for index in 0..self.config.consumers {
+            self.handlers.queue(index % groups, index as u32);
+            let first = self.rng.gen_range(1..=self.config.heartbeat_interval_ms);
+            self.events.push(first, index as u32);
         }
+        self.handlers.run(Request::Join);
         self.generations_at_start = self.shared.coordinator.total_generations();
         self.sample(0);
     }
