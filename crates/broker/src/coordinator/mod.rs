@@ -5,9 +5,10 @@
 //! - `join_group` adds (or replaces) a member, bumps the generation and arms
 //!   its first heartbeat expectation;
 //! - `heartbeat` is Kafka's `completeAndScheduleNextHeartbeatExpiration`: under
-//!   the group lock, record the heartbeat, `check_and_complete` the member's
-//!   key (completing the pending expectation) and `try_complete_else_watch` the
-//!   next one, due a session timeout later;
+//!   the group lock, record the heartbeat, `try_complete_else_watch` the next
+//!   expectation, due a session timeout later, and `check_and_complete` the
+//!   member's key (completing the pending one; Kafka completes first, which
+//!   under the group lock means the same);
 //! - `leave_group` removes the member and completes its expectation;
 //! - a failed member is detected **only** when the purgatory expires its
 //!   expectation (Kafka's `onExpireHeartbeat`): the member is removed, the

@@ -1,12 +1,12 @@
 //! The coordinator's request-handler pool, as the simulation drives it.
 //!
 //! A broker answers requests on a pool of handler threads (Kafka's
-//! `num.io.threads`). The engine decides which consumers heartbeat now and
-//! queues their requests here; [`Handlers::run`] handles them on every
-//! handler at once and returns when all are done. Requests are spread by
-//! group, so one group's requests go to one handler in the engine's order
-//! and handlers rarely meet on a lock. The engine's own thread is handler 0;
-//! the others are threads of the pool.
+//! `num.io.threads`). The engine decides which consumers heartbeat now (or,
+//! at the start, join) and queues their requests here; [`Handlers::run`]
+//! handles them on every handler at once and returns when all are done.
+//! Requests are spread by group, so one group's requests go to one handler
+//! in the engine's order and handlers rarely meet on a lock. The engine's
+//! own thread is handler 0; the others are threads of the pool.
 //!
 //! Which consumers heartbeat, and when, is decided by the engine alone (its
 //! seeded draws never depend on a handler's answer), and the answers only

@@ -48,8 +48,29 @@ pub(super) struct Consumer {
 }
 
 impl Consumer {
+    /// `consumer-<index>-<incarnation>`, written digit by digit: a million
+    /// of them are made before the run starts, and `format!` costs several
+    /// times as much.
     fn member_id(index: usize, incarnation: u32) -> MemberId {
-        MemberId::new(format!("consumer-{index}-{incarnation}"))
+        fn push_decimal(out: &mut String, mut n: u64) {
+            let mut digits = [0u8; 20];
+            let mut at = digits.len();
+            loop {
+                at -= 1;
+                digits[at] = b'0' + (n % 10) as u8;
+                n /= 10;
+                if n == 0 {
+                    break;
+                }
+            }
+            out.extend(digits[at..].iter().map(|&d| char::from(d)));
+        }
+        let mut id = String::with_capacity(32);
+        id.push_str("consumer-");
+        push_decimal(&mut id, index as u64);
+        id.push('-');
+        push_decimal(&mut id, u64::from(incarnation));
+        MemberId::new(id)
     }
 
     /// The consumer a member id of [`Consumer::member_id`]'s making belongs
@@ -347,109 +368,4 @@ impl<'a> Engine<'a> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn small(seed: u64) -> SimConfig {
-        SimConfig::small_for_tests(seed)
-    }
-
-    #[test]
-    fn a_small_virtual_run_detects_everything() {
-        let mut lines = 0;
-        let summary = run(&small(7), |_| lines += 1).unwrap();
-        assert_eq!(lines, 2, "one progress line per simulated second");
-        assert_eq!(summary.detected_failures, 20);
-        assert_eq!(summary.false_evictions, 0);
-        assert_eq!(summary.alive_at_end, summary.watched_at_end);
-        assert_eq!(summary.alive_at_end, summary.delayed_at_end);
-    }
-
-    #[test]
-    fn an_engine_far_behind_rejoins_each_consumer_once() {
-        // Every member expires, then the engine handles 2 s of heartbeats at
-        // once (as a real-time engine that fell behind does): each consumer
-        // is refused once, rejoins once, and is then a member exactly once.
-        let config = SimConfig {
-            crash_rate: 0.0,
-            stall_rate: 0.0,
-            ..small(3)
-        };
-        let clock = ManualClock::new();
-        let coordinator = GroupCoordinator::with_manual_clock(&clock).unwrap();
-        let mut engine = Engine::new(&config, coordinator, Time::Virtual(clock.clone()));
-        engine.start();
-        clock.set_ms(2_000);
-        while engine.shared.coordinator.advance_clock(Duration::ZERO) {}
-        assert_eq!(engine.shared.coordinator.alive_members(), 0);
-        engine.handle_due(2_000);
-        assert_eq!(engine.rejoins, config.consumers as u64);
-        assert_eq!(engine.shared.coordinator.alive_members(), config.consumers);
-    }
-
-    #[test]
-    fn an_engine_running_behind_counts_its_late_heartbeats() {
-        // At 2 s the engine sends the heartbeats due by 1,949 ms (as a
-        // real-time engine that fell behind does): every one is late, the
-        // earliest by the most. Those due in the last 50 ms are not late.
-        let config = SimConfig {
-            crash_rate: 0.0,
-            stall_rate: 0.0,
-            ..small(5)
-        };
-        let clock = ManualClock::new();
-        let coordinator = GroupCoordinator::with_manual_clock(&clock).unwrap();
-        let mut engine = Engine::new(&config, coordinator, Time::Virtual(clock.clone()));
-        engine.start();
-        let first = engine.events.next_due().unwrap();
-        clock.set_ms(2_000);
-        engine.handle_due(1_949);
-        let sent_behind = engine.shared.coordinator.heartbeats_handled();
-        engine.handle_due(2_000);
-        assert!(engine.shared.coordinator.heartbeats_handled() > sent_behind);
-        let summary = engine.summary();
-        assert_eq!(summary.late_heartbeats, sent_behind);
-        assert_eq!(summary.heartbeat_lag_max_ms, 2_000 - first);
-        assert!(summary.to_string().contains("sent late"), "{summary}");
-    }
-
-    #[test]
-    fn an_engine_on_time_sends_nothing_late() {
-        let summary = run(&small(7), |_| {}).unwrap();
-        assert_eq!(
-            (summary.late_heartbeats, summary.heartbeat_lag_max_ms),
-            (0, 0)
-        );
-        assert!(!summary.to_string().contains("sent late"), "{summary}");
-    }
-
-    #[test]
-    fn member_ids_lead_back_to_their_consumer() {
-        for (index, incarnation) in [(0, 0), (17, 3), (199, 1)] {
-            let id = Consumer::member_id(index, incarnation);
-            assert_eq!(Consumer::index_of(&id, 200), Some(index));
-        }
-        for other in [
-            "consumer-200-0",
-            "consumer-1",
-            "consumer-x-0",
-            "member-1-0",
-            "consumer-1-x",
-        ] {
-            assert_eq!(
-                Consumer::index_of(&MemberId::new(other), 200),
-                None,
-                "{other}"
-            );
-        }
-    }
-
-    #[test]
-    fn invalid_configs_are_errors() {
-        let config = SimConfig {
-            consumers: 0,
-            ..small(1)
-        };
-        assert!(matches!(run(&config, |_| {}), Err(SimError::Config(_))));
-    }
-}
+mod tests;

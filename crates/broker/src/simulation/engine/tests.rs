@@ -1,0 +1,149 @@
+//! The engine's tests: runs in virtual time, and an engine driven behind
+//! its schedule by hand.
+
+use super::*;
+
+fn small(seed: u64) -> SimConfig {
+    SimConfig::small_for_tests(seed)
+}
+
+/// A small run that injects no failures.
+fn healthy(seed: u64) -> SimConfig {
+    SimConfig {
+        crash_rate: 0.0,
+        stall_rate: 0.0,
+        ..small(seed)
+    }
+}
+
+/// An engine in virtual time whose groups have formed, and its clock.
+fn started(config: &SimConfig) -> (ManualClock, Engine<'_>) {
+    let clock = ManualClock::new();
+    let coordinator = GroupCoordinator::with_manual_clock(&clock).unwrap();
+    let mut engine = Engine::new(config, coordinator, Time::Virtual(clock.clone()));
+    engine.start();
+    (clock, engine)
+}
+
+#[test]
+fn a_small_virtual_run_detects_everything() {
+    let mut lines = 0;
+    let summary = run(&small(7), |_| lines += 1).unwrap();
+    assert_eq!(lines, 2, "one progress line per simulated second");
+    assert_eq!(summary.detected_failures, 20);
+    assert_eq!(summary.false_evictions, 0);
+    assert_eq!(summary.alive_at_end, summary.watched_at_end);
+    assert_eq!(summary.alive_at_end, summary.delayed_at_end);
+}
+
+#[test]
+fn an_engine_far_behind_rejoins_each_consumer_once() {
+    // Every member expires, then the engine handles 2 s of heartbeats at
+    // once (as a real-time engine that fell behind does): each consumer
+    // is refused once, rejoins once, and is then a member exactly once.
+    let config = healthy(3);
+    let (clock, mut engine) = started(&config);
+    clock.set_ms(2_000);
+    while engine.shared.coordinator.advance_clock(Duration::ZERO) {}
+    assert_eq!(engine.shared.coordinator.alive_members(), 0);
+    engine.handle_due(2_000);
+    assert_eq!(engine.rejoins, config.consumers as u64);
+    assert_eq!(engine.shared.coordinator.alive_members(), config.consumers);
+}
+
+#[test]
+fn an_engine_running_behind_counts_its_late_heartbeats() {
+    // At 2 s the engine sends the heartbeats due by 1,949 ms (as a
+    // real-time engine that fell behind does): every one is late, the
+    // earliest by the most. Those due in the last 50 ms are not late.
+    let config = healthy(5);
+    let (clock, mut engine) = started(&config);
+    let first = engine.events.next_due().unwrap();
+    clock.set_ms(2_000);
+    engine.handle_due(1_949);
+    let sent_behind = engine.shared.coordinator.heartbeats_handled();
+    engine.handle_due(2_000);
+    assert!(engine.shared.coordinator.heartbeats_handled() > sent_behind);
+    let summary = engine.summary();
+    assert_eq!(summary.late_heartbeats, sent_behind);
+    assert_eq!(summary.heartbeat_lag_max_ms, 2_000 - first);
+    assert!(summary.to_string().contains("sent late"), "{summary}");
+}
+
+#[test]
+fn an_engine_on_time_sends_nothing_late() {
+    let summary = run(&small(7), |_| {}).unwrap();
+    assert_eq!(
+        (summary.late_heartbeats, summary.heartbeat_lag_max_ms),
+        (0, 0)
+    );
+    assert!(!summary.to_string().contains("sent late"), "{summary}");
+}
+
+#[test]
+fn groups_form_on_the_handlers_alike_for_any_thread_count() {
+    // Each group's joins run on one handler in consumer order: every
+    // member is in its group with one pending expectation, and each
+    // group's generation and tokens are those of the joins in order.
+    let tables = |threads: usize| {
+        let config = SimConfig {
+            handler_threads: threads,
+            ..small(9)
+        };
+        let (_clock, engine) = started(&config);
+        let c = &engine.shared.coordinator;
+        assert_eq!(c.alive_members(), config.consumers);
+        assert_eq!(c.purgatory().watched(), config.consumers);
+        assert_eq!(c.purgatory().delayed(), config.consumers);
+        assert_eq!(engine.generations_at_start, config.consumers as u64);
+        let mut groups: Vec<_> = c
+            .groups()
+            .iter()
+            .map(|g| {
+                let mut tokens: Vec<_> = g
+                    .member_ids()
+                    .iter()
+                    .map(|m| (m.to_string(), g.member(m).unwrap().heartbeat_token))
+                    .collect();
+                tokens.sort();
+                (g.id().to_string(), g.generation(), tokens)
+            })
+            .collect();
+        groups.sort();
+        groups
+    };
+    let one = tables(1);
+    assert_eq!(one.len(), 10);
+    assert_eq!(tables(3), one);
+}
+
+#[test]
+fn member_ids_lead_back_to_their_consumer() {
+    for (index, incarnation) in [(0, 0), (17, 3), (199, 1), (10, 4_000_000_000)] {
+        let id = Consumer::member_id(index, incarnation);
+        assert_eq!(id.as_str(), format!("consumer-{index}-{incarnation}"));
+        assert_eq!(Consumer::index_of(&id, 200), Some(index));
+    }
+    for other in [
+        "consumer-200-0",
+        "consumer-1",
+        "consumer-x-0",
+        "member-1-0",
+        "consumer-1-x",
+    ] {
+        assert_eq!(
+            Consumer::index_of(&MemberId::new(other), 200),
+            None,
+            "{other}"
+        );
+    }
+}
+
+#[test]
+fn invalid_configs_are_errors() {
+    let config = SimConfig {
+        consumers: 0,
+        ..small(1)
+    };
+    assert!(matches!(run(&config, |_| {}), Err(SimError::Config(_))));
+}
