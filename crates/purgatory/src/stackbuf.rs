@@ -20,11 +20,14 @@ pub(crate) struct StackBuf<T, const N: usize> {
 
 impl<T, const N: usize> Drop for StackBuf<T, N> {
     fn drop(&mut self) {
-        self.clear();
+        if self.len > 0 || !self.more.is_empty() {
+            self.clear();
+        }
     }
 }
 
 impl<T, const N: usize> StackBuf<T, N> {
+    #[inline(always)]
     pub(crate) fn new() -> Self {
         StackBuf {
             inline: ManuallyDrop::new(std::array::from_fn(|_| None)),
@@ -66,7 +69,9 @@ impl<T, const N: usize> StackBuf<T, N> {
             }
         }
         self.len = 0;
-        self.more.drain(..).for_each(f);
+        if !self.more.is_empty() {
+            self.more.drain(..).for_each(f);
+        }
     }
 
     /// Drops every value. If a `Drop` panics, the values after it stay in
