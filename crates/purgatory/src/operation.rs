@@ -3,12 +3,11 @@
 //! handle to it ([`Operation`]).
 //!
 //! One allocation holds everything an operation needs: its state byte
-//! ([`OpState`]), its lock (one byte, see `crate::oplock`, unless a shared
-//! one is supplied), the user's
-//! value and its *links*: the purgatory it is watched in (as an [`Owner`],
-//! the trait this module declares for what it needs from there), its claim
-//! epoch, its timer handle, its slot in every watch list it joined, and its
-//! waiters.
+//! ([`OpState`]), its lock (its own 8-byte one, or a shared one), the
+//! user's value and its *links*: the purgatory it is watched in (as an
+//! [`Owner`], the trait this module declares for what it needs from
+//! there), its claim epoch, its timer handle, its slot in every watch list
+//! it joined, and its waiters.
 //!
 //! # Invariants
 //!

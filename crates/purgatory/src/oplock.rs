@@ -3,23 +3,22 @@
 //! callback, run under the lock, may call back into the purgatory, which
 //! locks the operation again.
 //!
-//! Every operation carries its lock, so the own lock is kept to one byte:
-//! parking_lot's raw mutex, with the reentrancy counted beside it in a
-//! thread-local list of the own locks this thread holds (by address, with
-//! how many times), rather than in an owner word and a count word per
-//! operation. A thread holds few at a time (one per nested callback), so
-//! the list is short and a lookup a few compares. The shared lock is
-//! parking_lot's reentrant mutex, as the callers that share it (the
-//! broker's group lock) use it directly.
+//! Every operation carries its lock, so the own lock is kept to 8 bytes
+//! ([`OwnLock`]): parking_lot's one-byte raw mutex, a 16-bit count and a
+//! 32-bit id of the holding thread, where parking_lot's reentrant mutex
+//! spends a word on each (24 bytes). The shared lock is parking_lot's
+//! reentrant mutex, as the callers that share it (the broker's group lock)
+//! use it directly.
 //!
-//! Invariant: this thread's list has an entry for an own lock exactly while
-//! this thread holds its raw mutex, with the number of guards of it alive;
-//! the last guard to go unlocks it. Guards are not `Send`, so a guard is
-//! dropped on the thread whose list counts it.
+//! Invariant: an own lock's `owner` is a thread's id exactly while that
+//! thread holds its raw mutex, and `count` is then the number of its guards
+//! alive; the last guard to go (in any order) unlocks it. Guards are not
+//! `Send`, so a guard is dropped by the thread holding the lock.
 
-use std::cell::RefCell;
+use std::cell::Cell;
 use std::fmt;
 use std::marker::PhantomData;
+use std::sync::atomic::{AtomicU16, AtomicU32, Ordering};
 use std::sync::Arc;
 
 use parking_lot::lock_api::RawMutex as _;
@@ -40,120 +39,101 @@ pub fn new_operation_lock() -> OperationLock {
     Arc::new(ReentrantMutex::new(()))
 }
 
-/// How many own locks a thread's list holds in place. More (a deep chain
-/// of callbacks, each locking another operation) go to a vector.
-const HELD_IN_PLACE: usize = 16;
-
-/// The own locks a thread holds: address and number of guards.
-struct Held {
-    locks: [(usize, u32); HELD_IN_PLACE],
-    len: usize,
-    /// Whether [`MORE_HELD`] may be non-empty.
-    more: bool,
-}
-
 thread_local! {
-    /// In place and without a destructor, so that an operation can still be
-    /// locked from another thread-local's destructor.
-    static HELD: RefCell<Held> = const {
-        RefCell::new(Held { locks: [(0, 0); HELD_IN_PLACE], len: 0, more: false })
-    };
-    /// The locks beyond [`HELD_IN_PLACE`].
-    static MORE_HELD: RefCell<Vec<(usize, u32)>> = const { RefCell::new(Vec::new()) };
+    /// This thread's id for own locks (0: not assigned yet). Without a
+    /// destructor, so that an operation can still be locked from another
+    /// thread-local's destructor.
+    static THREAD_ID: Cell<u32> = const { Cell::new(0) };
 }
 
-/// Counts one more guard of the own lock at `at` if this thread holds it;
-/// returns whether it did.
-fn count_again(at: usize) -> bool {
-    let bump = |(a, n): &mut (usize, u32)| {
-        (*a == at).then(|| *n = n.checked_add(1).expect("lock count overflow"))
-    };
-    HELD.with(|held| {
-        let mut held = held.borrow_mut();
-        let len = held.len;
-        held.locks[..len].iter_mut().any(|e| bump(e).is_some())
-            || (held.more
-                && MORE_HELD.with(|more| more.borrow_mut().iter_mut().any(|e| bump(e).is_some())))
+/// The next thread id to hand out.
+static NEXT_THREAD_ID: AtomicU32 = AtomicU32::new(1);
+
+/// This thread's id: non-zero, and distinct from every other thread's
+/// (ids are never reused; a process that starts more than 4 billion threads
+/// gets a panic here rather than a shared id).
+fn thread_id() -> u32 {
+    THREAD_ID.with(|id| {
+        if id.get() == 0 {
+            let next = NEXT_THREAD_ID
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_add(1))
+                .expect("more than 4 billion threads locked purgatory operations");
+            id.set(next);
+        }
+        id.get()
     })
 }
 
-/// Records that this thread has just locked the own lock at `at`.
-fn count_first(at: usize) {
-    HELD.with(|held| {
-        let mut held = held.borrow_mut();
-        if held.len < HELD_IN_PLACE {
-            let len = held.len;
-            held.locks[len] = (at, 1);
-            held.len += 1;
+/// An operation's own reentrant lock in 8 bytes: parking_lot's raw mutex,
+/// the id of the thread holding it and how many guards that thread holds.
+pub(crate) struct OwnLock {
+    raw: RawMutex,
+    /// Guards alive; written only by the holder.
+    count: AtomicU16,
+    /// The holder's [`thread_id`], 0 when free. Relaxed suffices: only the
+    /// holder writes its own id, so a thread reads its id here only if it
+    /// stored it and has not cleared it (its own writes are seen in order).
+    owner: AtomicU32,
+}
+
+impl OwnLock {
+    fn lock(&self) {
+        let me = thread_id();
+        if self.owner.load(Ordering::Relaxed) == me {
+            let count = self.count.load(Ordering::Relaxed);
+            let count = count.checked_add(1).expect("operation lock count overflow");
+            self.count.store(count, Ordering::Relaxed);
         } else {
-            held.more = true;
-            MORE_HELD.with(|more| more.borrow_mut().push((at, 1)));
+            self.raw.lock();
+            self.owner.store(me, Ordering::Relaxed);
+            self.count.store(1, Ordering::Relaxed);
         }
-    });
-}
+    }
 
-/// Counts one guard of the own lock at `at` out; returns whether it was
-/// the last (the entry is then gone).
-fn count_out(at: usize) -> bool {
-    let out = |list: &mut [(usize, u32)]| {
-        let i = list.iter().position(|(a, _)| *a == at)?;
-        list[i].1 -= 1;
-        Some((i, list[i].1 == 0))
-    };
-    HELD.with(|held| {
-        let mut held = held.borrow_mut();
-        let len = held.len;
-        if let Some((i, last)) = out(&mut held.locks[..len]) {
-            if last {
-                held.locks.swap(i, len - 1);
-                held.len -= 1;
-            }
-            return last;
+    fn is_held_by_current_thread(&self) -> bool {
+        self.owner.load(Ordering::Relaxed) == thread_id()
+    }
+
+    #[allow(unsafe_code)]
+    fn unlock(&self) {
+        debug_assert!(self.is_held_by_current_thread(), "unlocked by its holder");
+        let count = self.count.load(Ordering::Relaxed) - 1;
+        self.count.store(count, Ordering::Relaxed);
+        if count == 0 {
+            self.owner.store(0, Ordering::Relaxed);
+            // SAFETY: this thread holds the raw mutex. `unlock` is called
+            // only by a guard's drop; a guard is made only by `lock` on the
+            // thread that then holds the mutex (`owner` is its id, stored
+            // after `raw.lock()` returned there) and is not `Send`, so it
+            // is dropped on that thread; and `count` reaches 0 once per
+            // `raw.lock()`, at the last of the guards that lock made.
+            unsafe { self.raw.unlock() };
         }
-        assert!(held.more, "a guard's lock is counted on its thread");
-        MORE_HELD.with(|more| {
-            let mut more = more.borrow_mut();
-            let (i, last) = out(&mut more).expect("a guard's lock is counted on its thread");
-            if last {
-                more.swap_remove(i);
-            }
-            held.more = !more.is_empty();
-            last
-        })
-    })
-}
-
-/// Whether this thread holds the own lock at `at`.
-fn counted(at: usize) -> bool {
-    HELD.with(|held| {
-        let held = held.borrow();
-        held.locks[..held.len].iter().any(|(a, _)| *a == at)
-            || (held.more && MORE_HELD.with(|more| more.borrow().iter().any(|(a, _)| *a == at)))
-    })
+    }
 }
 
 /// An operation's own lock, or a shared one.
 pub(crate) enum OpLock {
-    Own(RawMutex),
+    Own(OwnLock),
     Shared(OperationLock),
 }
 
 impl OpLock {
     /// A fresh own lock.
     pub(crate) fn own() -> Self {
-        OpLock::Own(RawMutex::INIT)
+        OpLock::Own(OwnLock {
+            raw: RawMutex::INIT,
+            count: AtomicU16::new(0),
+            owner: AtomicU32::new(0),
+        })
     }
 
     /// Locks, blocking until the lock is free or held by this thread.
     pub(crate) fn lock(&self) -> OperationGuard<'_> {
         match self {
-            OpLock::Own(raw) => {
-                let at = addr(raw);
-                if !count_again(at) {
-                    raw.lock();
-                    count_first(at);
-                }
-                OperationGuard(Guard::Own(raw, PhantomData))
+            OpLock::Own(own) => {
+                own.lock();
+                OperationGuard(Guard::Own(own, PhantomData))
             }
             OpLock::Shared(lock) => OperationGuard(Guard::Shared { _held: lock.lock() }),
         }
@@ -162,14 +142,10 @@ impl OpLock {
     /// Whether this thread holds the lock.
     pub(crate) fn is_held_by_current_thread(&self) -> bool {
         match self {
-            OpLock::Own(raw) => counted(addr(raw)),
+            OpLock::Own(own) => own.is_held_by_current_thread(),
             OpLock::Shared(lock) => lock.is_owned_by_current_thread(),
         }
     }
-}
-
-fn addr(raw: &RawMutex) -> usize {
-    std::ptr::from_ref(raw) as usize
 }
 
 /// Proof that the current thread holds an operation's lock; see
@@ -179,25 +155,17 @@ fn addr(raw: &RawMutex) -> usize {
 pub struct OperationGuard<'a>(Guard<'a>);
 
 enum Guard<'a> {
-    /// Not `Send`: dropped where [`HELD`] counts it.
-    Own(&'a RawMutex, PhantomData<*const ()>),
+    /// Not `Send`: dropped by the thread holding the lock.
+    Own(&'a OwnLock, PhantomData<*const ()>),
     Shared {
         _held: ReentrantMutexGuard<'a, ()>,
     },
 }
 
 impl Drop for OperationGuard<'_> {
-    #[allow(unsafe_code)]
     fn drop(&mut self) {
-        let Guard::Own(raw, _) = &self.0 else {
-            return;
-        };
-        if count_out(addr(raw)) {
-            // SAFETY: this thread holds the raw mutex: its list had an
-            // entry for it, made only after `raw.lock()` returned on this
-            // thread, and removed only here, now, as its last guard goes
-            // (guards are not `Send`, so this is that thread).
-            unsafe { raw.unlock() };
+        if let Guard::Own(own, _) = &self.0 {
+            own.unlock();
         }
     }
 }
@@ -214,8 +182,8 @@ mod tests {
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
     #[test]
-    fn the_own_lock_is_one_byte_and_either_lock_sixteen() {
-        assert_eq!(std::mem::size_of::<RawMutex>(), 1);
+    fn the_own_lock_is_eight_bytes_and_either_lock_sixteen() {
+        assert_eq!(std::mem::size_of::<OwnLock>(), 8);
         assert_eq!(std::mem::size_of::<OpLock>(), 16);
     }
 
@@ -254,11 +222,11 @@ mod tests {
         drop(gx);
     }
 
-    /// A thread holding more own locks than its list keeps in place counts
-    /// the others aside, and releases each, in any order.
+    /// A thread may hold many own locks, each twice, and release them in
+    /// any order.
     #[test]
-    fn a_thread_may_hold_more_locks_than_fit_in_place() {
-        let locks: Vec<OpLock> = (0..HELD_IN_PLACE + 5).map(|_| OpLock::own()).collect();
+    fn a_thread_may_hold_many_locks() {
+        let locks: Vec<OpLock> = (0..21).map(|_| OpLock::own()).collect();
         let mut guards: Vec<_> = locks.iter().map(OpLock::lock).collect();
         guards.extend(locks.iter().rev().map(OpLock::lock));
         assert!(locks.iter().all(OpLock::is_held_by_current_thread));
