@@ -407,7 +407,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
             self.home.free_own_retired();
             log::debug!("purgatory {name}: completed {completed} operations for key {key:?}");
         }
-        released.drain().for_each(let_go);
+        released.drain_each(let_go);
         release::flush();
         completed
     }

@@ -85,7 +85,7 @@ pub(crate) fn let_go<T: 'static>(value: T) {
 /// callback depth, and one panic guard, for the lot.
 pub(crate) fn let_go_all<T: 'static, const N: usize>(values: &mut StackBuf<T, N>) {
     if in_callback() {
-        values.drain().for_each(let_go);
+        values.drain_each(let_go);
         return;
     }
     // A `clear` interrupted by a panicking `Drop` leaves the values after it

@@ -3,22 +3,34 @@
 //! of a list, the tokens it lets go of at the end) without a heap
 //! allocation and a free per call in the common case.
 //!
-//! Safe code only: the inline part is an array of `Option`s, so a value
-//! left in it by an interrupted drain is still dropped, by the next
-//! [`clear`](StackBuf::clear) or with the buffer.
+//! Safe code only: the inline part is an array of `Option`s. Its drop glue
+//! would look at every one of the `N`; the buffer drops only the first
+//! `len` (the others are `None`), which for a buffer of 64 holding one
+//! value is most of its cost.
+
+use std::mem::ManuallyDrop;
 
 /// Up to `N` values in place, the rest in a vector.
 pub(crate) struct StackBuf<T, const N: usize> {
-    /// The first `min(len, N)` are `Some`.
-    inline: [Option<T>; N],
+    /// Every `Some` is among the first `len` (a taken one is `None`).
+    inline: ManuallyDrop<[Option<T>; N]>,
     len: usize,
     more: Vec<T>,
 }
 
+impl<T, const N: usize> Drop for StackBuf<T, N> {
+    fn drop(&mut self) {
+        if self.len > 0 || !self.more.is_empty() {
+            self.clear();
+        }
+    }
+}
+
 impl<T, const N: usize> StackBuf<T, N> {
+    #[inline(always)]
     pub(crate) fn new() -> Self {
         StackBuf {
-            inline: std::array::from_fn(|_| None),
+            inline: ManuallyDrop::new(std::array::from_fn(|_| None)),
             len: 0,
             more: Vec::new(),
         }
@@ -47,24 +59,26 @@ impl<T, const N: usize> StackBuf<T, N> {
         self.inline[..self.len].iter().flatten().chain(&self.more)
     }
 
-    /// Takes every value out, oldest first, leaving the buffer empty (its
-    /// spill vector keeps its room).
-    pub(crate) fn drain(&mut self) -> impl Iterator<Item = T> + '_ {
-        let len = std::mem::take(&mut self.len);
-        self.inline[..len]
-            .iter_mut()
-            .filter_map(Option::take)
-            .chain(self.more.drain(..))
+    /// Hands every value to `f`, oldest first, leaving the buffer empty
+    /// (its spill vector keeps its room). If `f` panics, the values not
+    /// handed over stay in the buffer.
+    pub(crate) fn drain_each(&mut self, mut f: impl FnMut(T)) {
+        for slot in &mut self.inline[..self.len] {
+            if let Some(value) = slot.take() {
+                f(value);
+            }
+        }
+        self.len = 0;
+        if !self.more.is_empty() {
+            self.more.drain(..).for_each(f);
+        }
     }
 
     /// Drops every value. If a `Drop` panics, the values after it stay in
-    /// the buffer (counted), so that calling `clear` again drops them.
+    /// the buffer, so that calling `clear` again (or dropping the buffer)
+    /// drops them.
     pub(crate) fn clear(&mut self) {
-        for slot in &mut self.inline[..self.len] {
-            drop(slot.take());
-        }
-        self.len = 0;
-        self.more.clear();
+        self.drain_each(drop);
     }
 }
 
@@ -85,7 +99,9 @@ mod tests {
         buf.extend(0..5);
         assert_eq!(buf.len(), 5);
         assert_eq!(buf.iter().copied().collect::<Vec<_>>(), [0, 1, 2, 3, 4]);
-        assert_eq!(buf.drain().collect::<Vec<_>>(), [0, 1, 2, 3, 4]);
+        let mut out = Vec::new();
+        buf.drain_each(|v| out.push(v));
+        assert_eq!(out, [0, 1, 2, 3, 4]);
         assert!(buf.is_empty());
         buf.push(7);
         assert_eq!(buf.iter().copied().collect::<Vec<_>>(), [7]);
@@ -114,5 +130,8 @@ mod tests {
         buf.clear();
         assert_eq!(dropped.get(), 3);
         assert!(buf.is_empty());
+        buf.push(Bomb(&dropped, false));
+        drop(buf);
+        assert_eq!(dropped.get(), 4, "dropping the buffer drops its values");
     }
 }

@@ -82,6 +82,9 @@ struct Shard<K: WatchKey, Op: DelayedOperation> {
     table: HashTable<u32>,
     lists: Vec<ListSlot<K, Op>>,
     free_ids: Vec<u32>,
+    /// The emptied slab of the last list freed, if small, for the next list
+    /// created (see [`Slab::recycle`]).
+    spare: Option<Slab<Op>>,
 }
 
 impl<K: WatchKey, Op: DelayedOperation> Shard<K, Op> {
@@ -90,6 +93,7 @@ impl<K: WatchKey, Op: DelayedOperation> Shard<K, Op> {
             table: HashTable::new(),
             lists: Vec::new(),
             free_ids: Vec::new(),
+            spare: None,
         }
     }
 
@@ -125,7 +129,7 @@ impl<K: WatchKey, Op: DelayedOperation> Shard<K, Op> {
             key,
             hash,
             in_table: true,
-            slab: Slab::new(),
+            slab: self.spare.take().unwrap_or_else(Slab::new),
         };
         let id = match self.free_ids.pop() {
             Some(id) => {
@@ -171,7 +175,11 @@ impl<K: WatchKey, Op: DelayedOperation> Shard<K, Op> {
     /// Returns whether it was in the table.
     fn free_list(&mut self, id: u32) -> bool {
         let was_in = self.detach(id);
-        self.lists[id as usize].list = None;
+        if let Some(list) = self.lists[id as usize].list.take() {
+            if let Some(slab) = list.slab.recycle() {
+                self.spare = Some(slab);
+            }
+        }
         self.free_ids.push(id);
         was_in
     }
@@ -450,7 +458,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> WatchIndex<K, Op, S> {
     fn unwatch_chunk(&self, shard_ix: u32, chunk: &[(Membership, *const Shared<Op>)]) {
         // The slots' references, dropped once the lock is released (never
         // the last ones: the retired batch holds one per operation).
-        let mut removed: [Option<Weak<Shared<Op>>>; UNWATCH_CHUNK] = Default::default();
+        let mut removed = StackBuf::<Weak<Shared<Op>>, UNWATCH_CHUNK>::new();
         let mut shard = lock_spinning(&self.shards[shard_ix as usize]);
         // Start fetching every slot of the chunk before changing any, so
         // that their cache misses overlap (the slots were last written
@@ -461,10 +469,11 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> WatchIndex<K, Op, S> {
                 timer::internal::prefetch(slot);
             }
         }
-        for (&(m, op), out) in chunk.iter().zip(&mut removed) {
+        for &(m, op) in chunk {
             let list = shard.list_mut(m.list);
-            *out = list.slab.remove(m.slot, op);
-            debug_assert!(out.is_some(), "an operation left a slot it did not hold");
+            let entry = list.slab.remove(m.slot, op);
+            debug_assert!(entry.is_some(), "an operation left a slot it did not hold");
+            removed.extend(entry);
             if list.slab.live() == 0 && shard.free_list(m.list) {
                 self.keys.fetch_sub(1, Ordering::Relaxed);
             }

@@ -16,6 +16,11 @@ use crate::operation::{DelayedOperation, Shared};
 /// `release` module). `None`: vacant, its index on the free stack.
 pub(super) type Slot<Op> = Option<Weak<Shared<Op>>>;
 
+/// The most slots an emptied slab may have room for and still be kept for
+/// reuse ([`Slab::recycle`]): a shard keeps one, so this bounds what an
+/// idle shard holds.
+pub(super) const RECYCLE_MAX: usize = 16;
+
 /// The entries of one list.
 ///
 /// Invariant: `free` holds each vacant slot's index exactly once, and
@@ -33,6 +38,19 @@ impl<Op: DelayedOperation> Slab<Op> {
             slots: Vec::new(),
             free: Vec::new(),
         }
+    }
+
+    /// This slab, emptied (every slot vacant) and kept for another list, if
+    /// its room is small: a key whose list empties and fills again (a
+    /// heartbeat's member, one operation at a time) then allocates nothing.
+    pub(super) fn recycle(mut self) -> Option<Self> {
+        debug_assert_eq!(self.live(), 0, "recycling a list still watched");
+        if self.slots.capacity() > RECYCLE_MAX || self.free.capacity() > RECYCLE_MAX {
+            return None;
+        }
+        self.slots.clear();
+        self.free.clear();
+        Some(self)
     }
 
     /// Number of occupied slots.

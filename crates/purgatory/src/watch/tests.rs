@@ -220,3 +220,28 @@ fn the_slot_freed_last_is_reused_first_and_every_vacant_one_is_found() {
     slab.copy_all(&mut out);
     assert_eq!(out.len(), 5);
 }
+
+/// A list emptied and refilled (a heartbeat's member key) gets the emptied
+/// slab back, vacant: its first slot is 0 again and nothing of the old
+/// list shows. One with much room is not kept.
+#[test]
+fn an_emptied_small_list_lends_its_slab_to_the_next() {
+    let index = WatchIndex::<&str, Nop, _>::new(1, RandomState::new());
+    let (a, b) = (op(), op());
+    let ma = watch(&index, "k", &a);
+    unwatch(&index, ma, &a);
+    assert!(index.shards[0].lock().spare.is_some(), "kept");
+    let mb = watch(&index, "j", &b);
+    assert!(index.shards[0].lock().spare.is_none(), "reused");
+    assert_eq!((mb.slot, index.len_of(&"j"), index.keys()), (0, 1, 1));
+    unwatch(&index, mb, &b);
+
+    let many: Vec<_> = (0..=slab::RECYCLE_MAX).map(|_| op()).collect();
+    let members: Vec<_> = many.iter().map(|o| watch(&index, "big", o)).collect();
+    index.shards[0].lock().spare = None;
+    for (m, o) in members.iter().zip(&many) {
+        unwatch(&index, *m, o);
+    }
+    assert!(index.shards[0].lock().spare.is_none(), "too large to keep");
+    assert_eq!(index.keys(), 0);
+}
