@@ -186,6 +186,49 @@ fn cancel_all_cancels_across_shards_and_skips_stale_handles() {
     assert_eq!(fired.load(Ordering::SeqCst), total - total / 2);
 }
 
+/// Adds a task to its timer when dropped: had `cancel_all` dropped it under
+/// the shard's lock, the add would wait for that lock forever.
+struct AddsWhenDropped(std::sync::Weak<Timer>);
+
+impl Drop for AddsWhenDropped {
+    fn drop(&mut self) {
+        if let Some(timer) = self.0.upgrade() {
+            let task: Task = Box::new(|| {});
+            timer.add(Duration::from_secs(60), task).unwrap();
+        }
+    }
+}
+
+#[test]
+fn cancel_all_drops_the_tasks_with_no_lock_held() {
+    let clock = ManualClock::new();
+    // One shard: the tasks and the adds their drops make share its lock.
+    let timer = Arc::new(
+        TimerBuilder::new()
+            .clock(clock.clone())
+            .shards(1)
+            .name("test")
+            .build()
+            .unwrap(),
+    );
+    // More than one chunk of handles.
+    let mut handles: Vec<TimerHandle> = (0..40)
+        .map(|_| {
+            let on_drop = AddsWhenDropped(Arc::downgrade(&timer));
+            let task: Task = Box::new(move || drop(on_drop));
+            timer.add(Duration::from_millis(50), task).unwrap()
+        })
+        .collect();
+    let (done, finished) = mpsc::channel();
+    let canceller = timer.clone();
+    thread::spawn(move || done.send(canceller.cancel_all(&mut handles)).unwrap());
+    let cancelled = finished
+        .recv_timeout(Duration::from_secs(5))
+        .expect("cancel_all dropped a task under the shard's lock");
+    assert_eq!(cancelled, 40);
+    assert_eq!(timer.len(), 40, "each dropped task added one");
+}
+
 #[test]
 fn huge_delays_saturate_and_never_fire() {
     let clock = ManualClock::starting_at_ms(1_000);
