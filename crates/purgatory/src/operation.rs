@@ -363,6 +363,11 @@ impl<Op: DelayedOperation> Operation<Op> {
     /// Locks the operation (its own lock or the shared one), blocking until
     /// it is free. While the guard lives, none of the operation's callbacks
     /// run on another thread.
+    ///
+    /// # Panics
+    /// The lock is reentrant up to 65,535 guards held at once on one thread
+    /// for an operation's own lock: taking one more panics, before anything
+    /// changes.
     pub fn lock(&self) -> OperationGuard<'_> {
         self.0.lock()
     }

@@ -4,8 +4,9 @@
 //! protocol modules built on them (the `outcome` module).
 //!
 //! Reference counts (`Arc`, `Weak`) and the operations' reentrant locks
-//! (the `oplock` module takes parking_lot's directly) are not swapped: loom models neither `Weak` nor reentrancy, and the protocol
-//! the tests check does not depend on them.
+//! (the `oplock` module takes parking_lot's directly) are not swapped: loom
+//! models neither `Weak` nor reentrancy, and the protocol the tests check
+//! does not depend on them.
 
 #[cfg(not(loom))]
 pub(crate) use std::sync::atomic::{

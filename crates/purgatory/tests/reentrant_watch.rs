@@ -152,3 +152,16 @@ fn the_purgatory_watches_again_after_a_reentrant_completion() {
     assert!(second.force_complete());
     assert_eq!((purgatory.watched(), purgatory.delayed()), (0, 0));
 }
+
+#[test]
+fn an_own_lock_nests_65535_deep_and_one_more_panics_harmlessly() {
+    let op = Operation::new(Probe(Arc::new(Flags::default())));
+    let guards: Vec<_> = (0..65_535).map(|_| op.lock()).collect();
+    let more = catch_unwind(AssertUnwindSafe(|| drop(op.lock())));
+    assert!(more.is_err(), "the 65,536th guard panics");
+    drop(guards);
+    // Released by the last guard: another thread takes it.
+    std::thread::scope(|s| {
+        s.spawn(|| drop(op.lock())).join().unwrap();
+    });
+}
