@@ -138,6 +138,17 @@ pub(crate) struct Links<Op: DelayedOperation> {
     pub(crate) signal: Option<Arc<Signal>>,
 }
 
+impl<Op: DelayedOperation> Links<Op> {
+    fn empty() -> Self {
+        Links {
+            owner: None,
+            timer: None,
+            members: Members::new(),
+            signal: None,
+        }
+    }
+}
+
 /// The state shared by every [`Operation`] handle, every watch-list entry and
 /// the timer entry of one operation.
 ///
@@ -168,12 +179,7 @@ impl<Op: DelayedOperation> Shared<Op> {
             epoch: AtomicU32::new(0),
             lock,
             op,
-            links: Mutex::new(Links {
-                owner: None,
-                timer: None,
-                members: Members::new(),
-                signal: None,
-            }),
+            links: Mutex::new(Links::empty()),
         }
     }
 
@@ -236,27 +242,37 @@ impl<Op: DelayedOperation> Shared<Op> {
         links.members = members;
         // The purgatory's reference, a count only while `owner` is set;
         // `detach` turns it back into an `Arc`.
-        std::mem::forget(Arc::clone(self));
+        let _ = Arc::into_raw(Arc::clone(self));
         // `links.signal`, if any, was made while the operation was not
         // watched: its waiters wait for this stay.
         epoch
     }
 
-    /// Unties the operation from its owner, if it has one: takes the owner
-    /// out of the links and gives back the strong reference
-    /// [`attach`](Self::attach) took with it. Lock held.
-    #[allow(unsafe_code)]
-    pub(crate) fn detach(
-        self: &Arc<Self>,
-        links: &mut Links<Op>,
-    ) -> Option<(OwnerRef<Op>, Arc<Self>)> {
-        let owner = links.owner.take()?;
-        // SAFETY: `attach` forgot one strong reference to this operation
-        // when it set the owner, and the owner is set only there and taken
-        // out only here: the count this turns back into an `Arc` is that
-        // one, and it is turned back once.
+    /// Empties the operation's links in one hold of their lock and unties
+    /// it from its owner, if it has one: returns the owner with the strong
+    /// reference [`attach`](Self::attach) took with it, and the rest of the
+    /// links (their `owner` empty). Lock held.
+    #[allow(unsafe_code, clippy::type_complexity)]
+    pub(crate) fn detach(self: &Arc<Self>) -> (Option<(OwnerRef<Op>, Arc<Self>)>, Links<Op>) {
+        let mut links = std::mem::replace(&mut *self.links.lock(), Links::empty());
+        let Some(owner) = links.owner.take() else {
+            return (None, links);
+        };
+        // SAFETY: these are this operation's own links. `attach` turned one
+        // strong reference to this operation into a raw pointer (the same
+        // pointer as `as_ptr`) when it set their owner, and the owner is set
+        // only there and taken out only here: the count this turns back
+        // into an `Arc` is that one, and it is turned back once.
         let kept = unsafe { Arc::from_raw(Arc::as_ptr(self)) };
-        Some((owner, kept))
+        (Some((owner, kept)), links)
+    }
+}
+
+impl<Op: DelayedOperation> Drop for Shared<Op> {
+    fn drop(&mut self) {
+        // An owner still set would mean the owner's reference was given
+        // back twice (or never taken): the count is wrong.
+        debug_assert!(self.links.lock().owner.is_none(), "dropped while owned");
     }
 }
 
@@ -347,6 +363,11 @@ impl<Op: DelayedOperation> Operation<Op> {
     /// Locks the operation (its own lock or the shared one), blocking until
     /// it is free. While the guard lives, none of the operation's callbacks
     /// run on another thread.
+    ///
+    /// # Panics
+    /// The lock is reentrant up to 65,535 guards held at once on one thread
+    /// for an operation's own lock: taking one more panics, before anything
+    /// changes.
     pub fn lock(&self) -> OperationGuard<'_> {
         self.0.lock()
     }
@@ -458,9 +479,16 @@ mod layout_tests {
             assert!(op.0.state.claim());
             op.0.attach(owner.clone(), Members::new());
             assert_eq!(Arc::strong_count(&op.0), 2);
-            let (back, kept) = op.0.detach(&mut op.0.links.lock()).expect("attached");
+            let _waiting = op.completion();
+            let (attached, rest) = op.0.detach();
+            let (back, kept) = attached.expect("attached");
             assert!(Arc::ptr_eq(&back, &owner) && Arc::ptr_eq(&kept, &op.0));
-            assert!(op.0.detach(&mut op.0.links.lock()).is_none(), "once");
+            assert!(
+                rest.owner.is_none() && rest.signal.is_some(),
+                "links emptied"
+            );
+            assert!(op.0.links.lock().signal.is_none(), "in one hold");
+            assert!(op.0.detach().0.is_none(), "once");
             drop(kept);
             assert_eq!(Arc::strong_count(&op.0), 1);
             op.0.state.unclaim();

@@ -180,6 +180,14 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
     /// the timer entry is cancelled at once. Duplicate keys are allowed
     /// (the operation is then watched twice on that key, as in Kafka).
     ///
+    /// The key iterator and each key's `Hash`/`Eq` run under the operation
+    /// lock, which is reentrant. If they complete the operation on this
+    /// thread ([`Operation::force_complete`], or a
+    /// [`check_and_complete`](Self::check_and_complete) on a key already
+    /// joined), it leaves the lists it joined and is neither counted as
+    /// watched nor armed, and the call returns `Ok(true)`, as when the first
+    /// `try_complete` succeeds (the completion counts here too).
+    ///
     /// # Panics
     /// If a key's `Hash` or `Eq` (or the key iterator) panics, the panic
     /// reaches the caller, and the operation is left as it was: in no list,
@@ -260,16 +268,25 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
             let timeout =
                 guarded(name, "timeout", || shared.op().timeout()).unwrap_or(Duration::ZERO);
             // Marked watched before it joins any list, so that a check
-            // finding it there does not skip it (see `OpState`). No user
-            // code runs while it is being added to the lists and we hold its
-            // lock (but a key's `Hash`/`Eq`), so it cannot complete
-            // meanwhile: Kafka's "skip the remaining keys once completed"
-            // never applies.
+            // finding it there does not skip it (see `OpState`). We hold its
+            // lock, so no other thread completes it meanwhile; but the key
+            // iterator and each key's `Hash`/`Eq` run here, and the lock is
+            // reentrant: they may complete it on this thread
+            // (`force_complete`, or `check_and_complete` on a key already
+            // joined), handled below.
             let claimed = shared.state.claim();
             debug_assert!(claimed, "neither watched nor completed, lock held");
             let members = Members::with_capacity(keys_hint, spare);
             let (members, refused) = self.watch_all(shared, keys, members);
-            debug_assert!(!shared.is_completed());
+            if shared.is_completed() {
+                // Completed re-entrantly while joining, before any owner
+                // was set: that completion resolved its waiters but had
+                // nothing to detach. Leave the lists joined, as the panic
+                // path does, and neither attach nor arm it.
+                self.leave_partial(shared, members);
+                self.home.count(Outcome::Completed);
+                return Ok((true, None));
+            }
             self.home.add_watched(members.len());
             let epoch = shared.attach(self.owner.clone(), members);
             if refused {
@@ -310,16 +327,22 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
         match joined {
             Ok(refused) => (members, refused),
             Err(panic) => {
-                let partial = Retired {
-                    op: Arc::downgrade(shared),
-                    members,
-                    timer: None,
-                };
-                self.index.unwatch_batch(std::slice::from_ref(&partial));
+                self.leave_partial(shared, members);
                 shared.state.unclaim();
                 resume_unwind(panic)
             }
         }
+    }
+
+    /// Takes `shared` out of the lists in `members`, joined by a watch that
+    /// did not attach it (nothing counts them). Operation lock held.
+    fn leave_partial(&self, shared: &Arc<Shared<Op>>, members: Members) {
+        let partial = Retired {
+            op: Arc::downgrade(shared),
+            members,
+            timer: None,
+        };
+        self.index.unwatch_batch(std::slice::from_ref(&partial));
     }
 
     /// Arms the timer of an operation claimed at `epoch`, outside its lock.

@@ -29,7 +29,7 @@ use std::sync::{Arc, Weak};
 
 use timer::TimerTask;
 
-use crate::operation::{DelayedOperation, Operation, OwnerRef, Shared};
+use crate::operation::{DelayedOperation, Links, Operation, OwnerRef, Shared};
 use crate::outcome::{Outcome, Signal};
 use crate::stackbuf::StackBuf;
 
@@ -152,17 +152,14 @@ impl<Op: DelayedOperation> Shared<Op> {
     /// the owner it left (for the callbacks' logs).
     fn unlink(self: &Arc<Self>, outcome: Outcome) -> (Released<Op>, Option<OwnerRef<Op>>) {
         debug_assert!(self.is_locked_here());
-        let (owner, timer, members, keep, signal) = {
-            let mut links = self.links.lock();
-            let (owner, keep) = self.detach(&mut links).unzip();
-            (
-                owner,
-                links.timer.take(),
-                std::mem::take(&mut links.members),
-                keep,
-                links.signal.take(),
-            )
-        };
+        let (attached, links) = self.detach();
+        let (owner, keep) = attached.unzip();
+        let Links {
+            timer,
+            members,
+            signal,
+            ..
+        } = links;
         if let Some(owner) = &owner {
             let armed = timer.is_some();
             // An expiring operation's timer entry is the one firing.

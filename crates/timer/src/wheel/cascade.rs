@@ -286,10 +286,12 @@ impl<T> TimingWheel<T> {
                         expired(self.entries.remove(index));
                     }
                 } else {
-                    // Beyond the level below: left for the final pass. (A
-                    // final pass finds none: the level below spans the
-                    // bucket's whole range by then.)
-                    debug_assert!(!paused.whole, "final pass keeps {deadline}");
+                    // Beyond the level below: left for the final pass. A
+                    // final pass finds none (the level below spans the
+                    // bucket's whole range by then); if it did, the entry
+                    // would go back to the end of the array this pass pops
+                    // from and be popped again for ever: fail loudly instead.
+                    assert!(!paused.whole, "final pass keeps {deadline}");
                     step.kept += 1;
                     kept_min = kept_min.min(deadline);
                     let bucket = &mut self.buckets[id as usize];

@@ -329,6 +329,9 @@ impl<T> TimingWheel<T> {
     pub fn cancel(&mut self, handle: TimerHandle) -> Option<T> {
         let index = self.entries.resolve(handle)?;
         let slot = self.entries.slot(index);
+        // A resolved handle names a linked entry, whose state is its level
+        // (never `UNLINKED`: the wheel is exclusive, no pass is half-way).
+        debug_assert!((slot.state() as usize) < self.levels.len());
         let id = self.bucket_id(slot.state() as usize, slot.deadline);
         let bucket = &mut self.buckets[id as usize];
         // A paused pass resumes from what is left in the arrays: nothing to

@@ -441,3 +441,35 @@ fn a_wheel_emptied_by_expiry_or_cancel_frees_its_arena_and_keeps_working() {
     );
     assert!(run_until(&mut wheel, 3 * n).is_empty());
 }
+
+#[test]
+fn final_passes_keep_nothing_at_any_deadline_of_the_range() {
+    // Tick 1, 20 buckets: level 2 spans 400 ms per bucket. Every deadline of
+    // two adjacent level-2 buckets, both ends included, moved by bounded
+    // passes that pause and resume: each pass ends (a final pass that kept
+    // an entry would pop it again for ever) and each task fires once, on
+    // time.
+    let mut wheel: TimingWheel<u64> = TimingWheel::new(1, 20, 0).unwrap();
+    let deadlines = 800..=1_600u64;
+    for deadline in deadlines.clone() {
+        schedule(&mut wheel, deadline, deadline);
+    }
+    let mut fired = Vec::new();
+    let mut calls = 0;
+    while let Some(next) = wheel.next_expiration() {
+        loop {
+            calls += 1;
+            assert!(calls < 100_000, "a pass does not end");
+            let step = wheel.advance_bounded(next, 7, |deadline| {
+                assert!(deadline <= next, "task due at {deadline} fired at {next}");
+                fired.push(deadline);
+            });
+            if step.done {
+                break;
+            }
+        }
+    }
+    fired.sort_unstable();
+    assert_eq!(fired, deadlines.collect::<Vec<_>>());
+    assert!(wheel.is_empty());
+}

@@ -1,0 +1,167 @@
+//! An operation completed on the watching thread while it is being added to
+//! its watch lists: the key iterator runs under the operation's lock, after
+//! the operation is marked watched, and the lock is reentrant, so a
+//! `force_complete` or a `check_and_complete` on a key already joined
+//! completes it there. It must then leave every list, not be counted as
+//! watched or delayed, complete once, resolve its waiters and be freed.
+
+use std::future::Future;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use purgatory::{DelayedOperation, Operation, Outcome, Purgatory};
+
+#[derive(Default)]
+struct Flags {
+    ready: AtomicBool,
+    completed: AtomicUsize,
+    dropped: AtomicBool,
+}
+
+struct Probe(Arc<Flags>);
+
+impl DelayedOperation for Probe {
+    fn timeout(&self) -> Duration {
+        Duration::from_secs(30)
+    }
+    fn try_complete(&self) -> bool {
+        self.0.ready.load(Ordering::SeqCst)
+    }
+    fn on_complete(&self) {
+        self.0.completed.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+impl Drop for Probe {
+    fn drop(&mut self) {
+        self.0.dropped.store(true, Ordering::SeqCst);
+    }
+}
+
+fn purgatory() -> Purgatory<u32, Probe> {
+    Purgatory::builder("reentrant")
+        .reaper(false)
+        .build::<u32, Probe>()
+        .unwrap()
+}
+
+/// The value of `future` if it is ready now.
+fn ready<F: Future>(future: F) -> Option<F::Output> {
+    let mut future = std::pin::pin!(future);
+    match future
+        .as_mut()
+        .poll(&mut Context::from_waker(Waker::noop()))
+    {
+        Poll::Ready(value) => Some(value),
+        Poll::Pending => None,
+    }
+}
+
+/// Watches `op` under keys 0, 1 and 2, running `complete` from the iterator
+/// when it yields key 1 (key 0 is joined by then), and checks that the
+/// operation completed once and left nothing behind.
+fn watch_completing_at_key_1(complete: impl Fn(&Purgatory<u32, Probe>, &Operation<Probe>)) {
+    let purgatory = purgatory();
+    let flags = Arc::new(Flags::default());
+    let op = Operation::new(Probe(flags.clone()));
+    let completion = op.completion();
+    let inner = op.clone();
+    let p = &purgatory;
+    let keys = (0..3u32).inspect(|&k| {
+        if k == 1 {
+            complete(p, &inner);
+        }
+    });
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        purgatory.try_complete_else_watch(op.clone(), keys)
+    }));
+    let result = result.expect("try_complete_else_watch panicked");
+    assert_eq!(result, Ok(true), "completed during the call");
+    assert!(op.is_completed() && !op.is_watched());
+    assert_eq!(op.outcome(), Some(Outcome::Completed));
+    assert_eq!(
+        flags.completed.load(Ordering::SeqCst),
+        1,
+        "on_complete once"
+    );
+    assert_eq!(
+        ready(completion),
+        Some(Outcome::Completed),
+        "waiter resolved"
+    );
+    assert_eq!(
+        purgatory.watched(),
+        0,
+        "a completed operation counted watched"
+    );
+    assert_eq!(purgatory.delayed(), 0, "a completed operation armed");
+    for k in 0..3 {
+        assert_eq!(purgatory.watched_on(&k), 0, "left in key {k}'s list");
+    }
+    let stats = purgatory.stats();
+    assert_eq!((stats.completed, stats.expired, stats.cancelled), (1, 0, 0));
+    // Nothing fires or completes it again later.
+    assert_eq!(purgatory.check_and_complete(&0), 0);
+    assert!(!op.force_complete());
+    assert_eq!(flags.completed.load(Ordering::SeqCst), 1);
+    drop(op);
+    drop(inner);
+    purgatory.purge();
+    assert!(flags.dropped.load(Ordering::SeqCst), "the operation leaked");
+    drop(purgatory);
+}
+
+#[test]
+fn force_completing_from_the_key_iterator_leaves_nothing_behind() {
+    watch_completing_at_key_1(|_, op| assert!(op.force_complete()));
+}
+
+#[test]
+fn checking_a_joined_key_from_the_key_iterator_leaves_nothing_behind() {
+    watch_completing_at_key_1(|p, op| {
+        op.0.ready.store(true, Ordering::SeqCst);
+        assert_eq!(p.check_and_complete(&0), 1);
+    });
+}
+
+#[test]
+fn the_purgatory_watches_again_after_a_reentrant_completion() {
+    let purgatory = purgatory();
+    let flags = Arc::new(Flags::default());
+    let first = Operation::new(Probe(flags.clone()));
+    let inner = first.clone();
+    let keys = [0u32, 1].into_iter().inspect(|&k| {
+        if k == 1 {
+            assert!(inner.force_complete());
+        }
+    });
+    assert_eq!(
+        purgatory.try_complete_else_watch(first.clone(), keys),
+        Ok(true)
+    );
+    let second = Operation::new(Probe(Arc::new(Flags::default())));
+    assert_eq!(
+        purgatory.try_complete_else_watch(second.clone(), [0, 1]),
+        Ok(false)
+    );
+    assert_eq!((purgatory.watched(), purgatory.delayed()), (2, 1));
+    assert_eq!(purgatory.watched_on(&0), 1);
+    assert!(second.force_complete());
+    assert_eq!((purgatory.watched(), purgatory.delayed()), (0, 0));
+}
+
+#[test]
+fn an_own_lock_nests_65535_deep_and_one_more_panics_harmlessly() {
+    let op = Operation::new(Probe(Arc::new(Flags::default())));
+    let guards: Vec<_> = (0..65_535).map(|_| op.lock()).collect();
+    let more = catch_unwind(AssertUnwindSafe(|| drop(op.lock())));
+    assert!(more.is_err(), "the 65,536th guard panics");
+    drop(guards);
+    // Released by the last guard: another thread takes it.
+    std::thread::scope(|s| {
+        s.spawn(|| drop(op.lock())).join().unwrap();
+    });
+}
