@@ -21,6 +21,17 @@ fn manual_timer(clock: &ManualClock, wheel_size: usize) -> Timer {
         .unwrap()
 }
 
+/// A timer of 20 buckets with exactly `shards` shards, whatever the CPUs.
+fn sharded_timer(clock: &ManualClock, shards: usize) -> Timer {
+    TimerBuilder::new()
+        .clock(clock.clone())
+        .wheel_size(20)
+        .shards(shards)
+        .name("test")
+        .build()
+        .unwrap()
+}
+
 /// Moves the clock to `ms`, expires what is due and waits for it to run.
 fn advance_to(timer: &Timer, clock: &ManualClock, ms: u64) {
     clock.set_ms(ms);
@@ -138,15 +149,7 @@ fn cancel_is_true_once_and_stale_handles_are_harmless() {
 fn cancel_all_cancels_across_shards_and_skips_stale_handles() {
     let clock = ManualClock::new();
     // Several shards whatever the machine's CPU count.
-    let timer = Arc::new(
-        TimerBuilder::new()
-            .clock(clock.clone())
-            .wheel_size(20)
-            .shards(4)
-            .name("test")
-            .build()
-            .unwrap(),
-    );
+    let timer = Arc::new(sharded_timer(&clock, 4));
     assert_eq!(timer.shards(), 4);
     let fired = Arc::new(AtomicUsize::new(0));
     // Each thread adds to its own shard; the handles come back interleaved.
@@ -203,14 +206,7 @@ impl Drop for AddsWhenDropped {
 fn cancel_all_drops_the_tasks_with_no_lock_held() {
     let clock = ManualClock::new();
     // One shard: the tasks and the adds their drops make share its lock.
-    let timer = Arc::new(
-        TimerBuilder::new()
-            .clock(clock.clone())
-            .shards(1)
-            .name("test")
-            .build()
-            .unwrap(),
-    );
+    let timer = Arc::new(sharded_timer(&clock, 1));
     // More than one chunk of handles.
     let mut handles: Vec<TimerHandle> = (0..40)
         .map(|_| {
