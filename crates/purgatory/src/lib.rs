@@ -186,8 +186,9 @@
 //! assert_eq!(op.outcome(), Some(Outcome::Completed));
 //! ```
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
-// Two `unsafe` blocks, each allowed where it is with its SAFETY note:
-// `Shared::detach` (operation.rs) and `OperationGuard`'s drop (oplock.rs).
+// `unsafe` is allowed only where it is, each with its SAFETY note:
+// `Shared::detach` (operation.rs), the own lock's unlock (oplock.rs) and the
+// raw lock under it (sync.rs); the loom model's guarded cell is test-only.
 #![deny(unsafe_code)]
 
 mod builder;
