@@ -59,6 +59,9 @@ pub(crate) fn lock_spinning<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock()
 }
 
+#[cfg(not(loom))]
+use parking_lot::lock_api::RawMutex as _;
+
 /// A one-byte lock without a guard, for locks that keep their own record of
 /// who holds them (the operations' own lock): parking_lot's raw mutex, or
 /// under `cfg(loom)` a flag that loom's threads spin on.
@@ -68,12 +71,10 @@ pub(crate) struct RawLock(parking_lot::RawMutex);
 #[cfg(not(loom))]
 impl RawLock {
     pub(crate) fn new() -> Self {
-        use parking_lot::lock_api::RawMutex as _;
         RawLock(parking_lot::RawMutex::INIT)
     }
 
     pub(crate) fn lock(&self) {
-        use parking_lot::lock_api::RawMutex as _;
         self.0.lock();
     }
 
@@ -83,7 +84,6 @@ impl RawLock {
     /// not unlocked since).
     #[allow(unsafe_code)]
     pub(crate) unsafe fn unlock(&self) {
-        use parking_lot::lock_api::RawMutex as _;
         // SAFETY: the caller holds the lock (this function's contract).
         unsafe { self.0.unlock() }
     }
