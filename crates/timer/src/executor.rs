@@ -10,13 +10,26 @@
 //! - Once [`Executor::close`] has returned, every task accepted by
 //!   [`Executor::submit`] has run, and `submit` refuses new ones (giving the
 //!   task back), so no task is ever silently lost.
+//!
+//! The backlog (tasks accepted and not yet run) is bounded for the thread
+//! that drives the clock: [`Executor::wait_for_room`] holds it while more
+//! than [`BACKLOG_HIGH`] tasks wait, until the executor is down to
+//! [`BACKLOG_LOW`]. Expiring tasks faster than they run gains nothing (they
+//! wait here instead of in the wheel), and an unbounded backlog holds a
+//! second copy of a burst's tasks in memory that the allocator maps and
+//! unmaps over and over, at the clock thread's expense; when the two threads
+//! share a CPU, that cost delays the tasks themselves. An executor that
+//! makes no progress for [`STALL`] (a slow or blocked task) lifts the bound
+//! until it finishes a job, so the clock is never held by a task.
 
 use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
 use std::thread::{self, JoinHandle, ThreadId};
+use std::time::Duration;
 
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 
 use crate::TimerTask;
 
@@ -27,47 +40,127 @@ enum Job<T> {
     Barrier(mpsc::SyncSender<()>),
 }
 
+/// Tasks waiting above which [`Executor::wait_for_room`] holds its caller:
+/// 64 of the clock's chunks.
+pub(crate) const BACKLOG_HIGH: usize = 16384;
+/// Tasks waiting at which a held caller goes on: enough left for the
+/// executor to run while the caller wakes up and hands over more.
+pub(crate) const BACKLOG_LOW: usize = 8192;
+/// How long an executor may finish no job before the bound is lifted.
+pub(crate) const STALL: Duration = Duration::from_millis(1);
+
 pub(crate) struct Executor<T> {
     /// `None` once closed. Submitting takes this lock only for the send,
     /// which makes "refused" and "will run" exclusive (see `close`).
     sender: Mutex<Option<mpsc::Sender<Job<T>>>>,
     thread: Mutex<Option<JoinHandle<()>>>,
     thread_id: ThreadId,
+    backlog: Arc<Backlog>,
+}
+
+/// The executor's backlog, shared with its thread.
+struct Backlog {
+    /// Tasks accepted and not yet run.
+    tasks: AtomicUsize,
+    /// Jobs finished: moves whenever the executor makes progress.
+    jobs_done: AtomicUsize,
+    /// `jobs_done` when the executor was last found stalled, plus one (0:
+    /// never): the bound is lifted while `jobs_done` stays there.
+    stalled_at: AtomicUsize,
+    /// Callers held in `wait_for_room`.
+    waiting: AtomicUsize,
+    closed: AtomicBool,
+    /// How long the executor may finish no job before the bound is lifted.
+    stall: Duration,
+    lock: Mutex<()>,
+    room: Condvar,
+}
+
+impl Backlog {
+    /// Counts a finished job of `tasks` tasks; wakes held callers once the
+    /// backlog is down to [`BACKLOG_LOW`].
+    fn done(&self, tasks: usize) {
+        // SeqCst pairs with the waiter's: either it sees the lower count, or
+        // this sees it waiting (see `wait_for_room`).
+        let left = self.tasks.fetch_sub(tasks, Ordering::SeqCst) - tasks;
+        self.jobs_done.fetch_add(1, Ordering::SeqCst);
+        if left <= BACKLOG_LOW && self.waiting.load(Ordering::SeqCst) > 0 {
+            self.wake();
+        }
+    }
+
+    fn wake(&self) {
+        let _guard = self.lock.lock();
+        self.room.notify_all();
+    }
 }
 
 impl<T: TimerTask> Executor<T> {
     /// Starts the executor thread, named `executor-<timer name>` as in Kafka.
     pub(crate) fn start(timer_name: &str) -> std::io::Result<Self> {
+        Self::start_with_stall(timer_name, STALL)
+    }
+
+    /// [`start`](Self::start) with `stall` in place of [`STALL`].
+    fn start_with_stall(timer_name: &str, stall: Duration) -> std::io::Result<Self> {
         let (sender, receiver) = mpsc::channel::<Job<T>>();
         let name = timer_name.to_owned();
-        let thread = thread::Builder::new()
-            .name(format!("executor-{timer_name}"))
-            .spawn(move || {
-                for job in receiver {
-                    match job {
-                        Job::Run(task) => run_task(&name, task),
-                        Job::Batch(tasks) => tasks.into_iter().for_each(|t| run_task(&name, t)),
-                        Job::Barrier(done) => {
-                            let _ = done.send(());
+        let backlog = Arc::new(Backlog {
+            tasks: AtomicUsize::new(0),
+            jobs_done: AtomicUsize::new(0),
+            stalled_at: AtomicUsize::new(0),
+            waiting: AtomicUsize::new(0),
+            closed: AtomicBool::new(false),
+            stall,
+            lock: Mutex::new(()),
+            room: Condvar::new(),
+        });
+        let thread = {
+            let backlog = backlog.clone();
+            thread::Builder::new()
+                .name(format!("executor-{timer_name}"))
+                .spawn(move || {
+                    for job in receiver {
+                        match job {
+                            Job::Run(task) => {
+                                run_task(&name, task);
+                                backlog.done(1);
+                            }
+                            Job::Batch(tasks) => {
+                                let count = tasks.len();
+                                tasks.into_iter().for_each(|t| run_task(&name, t));
+                                backlog.done(count);
+                            }
+                            Job::Barrier(done) => {
+                                let _ = done.send(());
+                            }
                         }
                     }
-                }
-                log::debug!("timer {name}: executor stopped");
-            })?;
+                    log::debug!("timer {name}: executor stopped");
+                })?
+        };
         Ok(Executor {
             sender: Mutex::new(Some(sender)),
             thread_id: thread.thread().id(),
             thread: Mutex::new(Some(thread)),
+            backlog,
         })
     }
 
     /// Queues one task; gives it back if the executor is closed.
     pub(crate) fn submit(&self, task: T) -> Result<(), T> {
         match &*self.sender.lock() {
-            Some(sender) => sender.send(Job::Run(task)).map_err(|e| match e.0 {
-                Job::Run(task) => task,
-                _ => unreachable!("sent a Run job"),
-            }),
+            Some(sender) => {
+                // Counted before the send: the thread may run it at once.
+                self.backlog.tasks.fetch_add(1, Ordering::SeqCst);
+                sender.send(Job::Run(task)).map_err(|e| match e.0 {
+                    Job::Run(task) => {
+                        self.backlog.tasks.fetch_sub(1, Ordering::SeqCst);
+                        task
+                    }
+                    _ => unreachable!("sent a Run job"),
+                })
+            }
             None => Err(task),
         }
     }
@@ -75,12 +168,58 @@ impl<T: TimerTask> Executor<T> {
     /// Queues tasks to run in order; gives them back if the executor is closed.
     pub(crate) fn submit_batch(&self, tasks: Vec<T>) -> Result<(), Vec<T>> {
         match &*self.sender.lock() {
-            Some(sender) => sender.send(Job::Batch(tasks)).map_err(|e| match e.0 {
-                Job::Batch(tasks) => tasks,
-                _ => unreachable!("sent a Batch job"),
-            }),
+            Some(sender) => {
+                let count = tasks.len();
+                self.backlog.tasks.fetch_add(count, Ordering::SeqCst);
+                sender.send(Job::Batch(tasks)).map_err(|e| match e.0 {
+                    Job::Batch(tasks) => {
+                        self.backlog.tasks.fetch_sub(count, Ordering::SeqCst);
+                        tasks
+                    }
+                    _ => unreachable!("sent a Batch job"),
+                })
+            }
             None => Err(tasks),
         }
+    }
+
+    /// Tasks accepted and not yet run.
+    pub(crate) fn backlog(&self) -> usize {
+        self.backlog.tasks.load(Ordering::Relaxed)
+    }
+
+    /// Holds the caller while more than [`BACKLOG_HIGH`] tasks wait, until
+    /// no more than [`BACKLOG_LOW`] do (see the module docs). Returns at once
+    /// on the executor thread itself (it would wait for itself), once the
+    /// executor is closed, and while the executor is stalled: when it
+    /// finishes no job for [`STALL`], the bound is lifted until it does.
+    pub(crate) fn wait_for_room(&self) {
+        let b = &*self.backlog;
+        if b.tasks.load(Ordering::Relaxed) <= BACKLOG_HIGH
+            || thread::current().id() == self.thread_id
+            || b.stalled_at.load(Ordering::Relaxed) == b.jobs_done.load(Ordering::Relaxed) + 1
+        {
+            return;
+        }
+        let mut guard = b.lock.lock();
+        b.waiting.fetch_add(1, Ordering::SeqCst);
+        loop {
+            if b.tasks.load(Ordering::SeqCst) <= BACKLOG_LOW || b.closed.load(Ordering::SeqCst) {
+                break;
+            }
+            let before = b.jobs_done.load(Ordering::SeqCst);
+            if b.room.wait_for(&mut guard, b.stall).timed_out()
+                && b.jobs_done.load(Ordering::SeqCst) == before
+            {
+                b.stalled_at.store(before + 1, Ordering::Relaxed);
+                log::debug!(
+                    "timer executor stalled: backlog of {} tasks",
+                    self.backlog()
+                );
+                break;
+            }
+        }
+        b.waiting.fetch_sub(1, Ordering::SeqCst);
     }
 
     /// Blocks until every task submitted before the call has run. Returns at
@@ -106,6 +245,8 @@ impl<T: TimerTask> Executor<T> {
     /// then finishes on its own after the current task).
     pub(crate) fn close(&self) {
         drop(self.sender.lock().take());
+        self.backlog.closed.store(true, Ordering::SeqCst);
+        self.backlog.wake();
         if thread::current().id() == self.thread_id {
             return;
         }
@@ -177,6 +318,119 @@ mod tests {
         assert!(refused.is_err(), "closed executor gives the task back");
         executor.wait_idle();
         assert_eq!(ran.load(Ordering::SeqCst), 0);
+    }
+
+    /// An executor whose thread waits at a gate until `open` is sent to.
+    fn gated(stall: Duration) -> (Executor<Task>, mpsc::Sender<()>) {
+        let executor: Executor<Task> = Executor::start_with_stall("gated", stall).unwrap();
+        let (open, gate) = mpsc::channel::<()>();
+        executor
+            .submit(Box::new(move || gate.recv().unwrap()))
+            .ok()
+            .unwrap();
+        (executor, open)
+    }
+
+    fn counting(ran: &Arc<AtomicUsize>, n: usize) -> Vec<Task> {
+        (0..n)
+            .map(|_| {
+                let ran = ran.clone();
+                Box::new(move || {
+                    ran.fetch_add(1, Ordering::SeqCst);
+                }) as Task
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_held_caller_goes_on_once_the_backlog_is_down_to_low() {
+        // A stall far longer than the test: only the backlog can let it go.
+        let (executor, open) = gated(Duration::from_secs(60));
+        let ran = Arc::new(AtomicUsize::new(0));
+        for _ in 0..(BACKLOG_HIGH + 2 * BACKLOG_LOW) / 64 {
+            executor.submit_batch(counting(&ran, 64)).ok().unwrap();
+        }
+        assert!(executor.backlog() > BACKLOG_HIGH);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                // Opens the gate once the caller is held, not before.
+                while executor.backlog.waiting.load(Ordering::SeqCst) == 0 {
+                    std::thread::yield_now();
+                }
+                open.send(()).unwrap();
+            });
+            executor.wait_for_room();
+        });
+        // Nothing adds meanwhile, so the backlog only falls from here.
+        assert!(executor.backlog() <= BACKLOG_LOW, "{}", executor.backlog());
+        executor.close();
+        assert_eq!(ran.load(Ordering::SeqCst), BACKLOG_HIGH + 2 * BACKLOG_LOW);
+        assert_eq!(executor.backlog(), 0);
+    }
+
+    #[test]
+    fn a_stalled_executor_lifts_the_bound_until_it_finishes_a_job() {
+        let (executor, open) = gated(Duration::from_millis(2));
+        let ran = Arc::new(AtomicUsize::new(0));
+        executor
+            .submit_batch(counting(&ran, BACKLOG_HIGH + 1))
+            .ok()
+            .unwrap();
+        // Held for one stall at most, then not at all while the gate holds.
+        executor.wait_for_room();
+        executor.wait_for_room();
+        assert_eq!(ran.load(Ordering::SeqCst), 0);
+        open.send(()).unwrap();
+        executor.wait_idle();
+        assert_eq!(ran.load(Ordering::SeqCst), BACKLOG_HIGH + 1);
+        assert_eq!(executor.backlog(), 0);
+    }
+
+    #[test]
+    fn a_held_caller_goes_on_when_the_executor_closes() {
+        let (executor, open) = gated(Duration::from_secs(60));
+        let ran = Arc::new(AtomicUsize::new(0));
+        executor
+            .submit_batch(counting(&ran, BACKLOG_HIGH + 1))
+            .ok()
+            .unwrap();
+        std::thread::scope(|s| {
+            let waiter = s.spawn(|| executor.wait_for_room());
+            // Closing joins the thread, which needs the gate open; the
+            // waiter goes on either way.
+            open.send(()).unwrap();
+            executor.close();
+            waiter.join().unwrap();
+        });
+        assert_eq!(ran.load(Ordering::SeqCst), BACKLOG_HIGH + 1);
+    }
+
+    #[test]
+    fn the_executor_thread_is_never_held() {
+        let executor =
+            Arc::new(Executor::<Task>::start_with_stall("self", Duration::from_secs(60)).unwrap());
+        let ran = Arc::new(AtomicUsize::new(0));
+        let (done, finished) = mpsc::channel();
+        let inner = executor.clone();
+        let (open, gate) = mpsc::channel::<()>();
+        executor
+            .submit(Box::new(move || {
+                gate.recv().unwrap();
+                // The backlog is above the bound, and this thread is the
+                // one that would lower it.
+                inner.wait_for_room();
+                done.send(()).unwrap();
+            }))
+            .ok()
+            .unwrap();
+        executor
+            .submit_batch(counting(&ran, BACKLOG_HIGH + 1))
+            .ok()
+            .unwrap();
+        open.send(()).unwrap();
+        finished.recv_timeout(Duration::from_secs(10)).unwrap();
+        executor.wait_idle();
+        assert_eq!(ran.load(Ordering::SeqCst), BACKLOG_HIGH + 1);
     }
 
     #[test]

@@ -376,6 +376,38 @@ fn a_slow_task_does_not_stall_the_clock() {
     timer.wait_for_executor();
 }
 
+/// The executor's backlog is bounded for the clock's thread, but a task
+/// that blocks the executor lifts the bound: a burst far above it is still
+/// handed over, and the clock moves on.
+#[test]
+fn a_blocked_executor_does_not_hold_back_a_burst() {
+    const N: usize = 100_000;
+    let clock = ManualClock::new();
+    let timer = manual_timer(&clock, 20);
+    let (release, blocked) = mpsc::channel::<()>();
+    let slow: Task = Box::new(move || blocked.recv().unwrap());
+    timer.add(Duration::from_millis(1), slow).unwrap();
+    let ran = Arc::new(AtomicUsize::new(0));
+    for i in 0..N {
+        let ran = ran.clone();
+        let task: Task = Box::new(move || {
+            ran.fetch_add(1, Ordering::Relaxed);
+        });
+        timer
+            .add(Duration::from_millis(2 + (i % 3) as u64), task)
+            .unwrap();
+    }
+    for ms in 1..10 {
+        clock.set_ms(ms);
+        timer.advance_clock(Duration::ZERO);
+    }
+    assert_eq!(timer.len(), 0, "every task handed over");
+    assert_eq!(ran.load(Ordering::Relaxed), 0);
+    release.send(()).unwrap();
+    timer.wait_for_executor();
+    assert_eq!(ran.load(Ordering::Relaxed), N);
+}
+
 #[test]
 fn tasks_may_use_the_timer_from_the_executor_thread() {
     let clock = ManualClock::new();

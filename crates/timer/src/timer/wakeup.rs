@@ -119,6 +119,12 @@ impl<T: TimerTask> Timer<T> {
     /// come due (waking early if an earlier one is added or the timer shuts
     /// down), then expires everything due by the clock, handing expired tasks
     /// to the executor. Returns whether any bucket was due.
+    ///
+    /// While more than a few thousand expired tasks wait for the executor,
+    /// the call waits for it to catch up before it expires more (holding no
+    /// lock: adds and cancels go on); it waits no longer once the executor
+    /// has finished nothing for a millisecond (a task that blocks), so a
+    /// task never holds the clock.
     pub fn advance_clock(&self, timeout: Duration) -> bool {
         if self.is_shut_down() || !self.queue.wait_until_due(timeout) {
             return false;
@@ -185,10 +191,16 @@ impl<T: TimerTask> Timer<T> {
             }
             #[cfg(test)]
             BEFORE_HAND_OVER.with_borrow_mut(|hook| hook.as_mut().map(|hook| hook()));
-            if !expired.is_empty() {
+            let handed_over = !expired.is_empty();
+            if handed_over {
                 self.hand_over(expired);
             }
             drop(handing_over);
+            if handed_over {
+                // No lock is held here: adders and cancels go on while the
+                // executor catches up (see the executor's backlog).
+                self.executor.wait_for_room();
+            }
         }
         any
     }
