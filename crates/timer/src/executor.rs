@@ -41,11 +41,11 @@ enum Job<T> {
 }
 
 /// Tasks waiting above which [`Executor::wait_for_room`] holds its caller:
-/// 64 of the clock's chunks.
-pub(crate) const BACKLOG_HIGH: usize = 16384;
+/// 256 of the clock's chunks.
+pub(crate) const BACKLOG_HIGH: usize = 65536;
 /// Tasks waiting at which a held caller goes on: enough left for the
 /// executor to run while the caller wakes up and hands over more.
-pub(crate) const BACKLOG_LOW: usize = 8192;
+pub(crate) const BACKLOG_LOW: usize = 32768;
 /// How long an executor may finish no job before the bound is lifted.
 pub(crate) const STALL: Duration = Duration::from_millis(1);
 
