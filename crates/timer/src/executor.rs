@@ -368,14 +368,22 @@ mod tests {
         assert_eq!(executor.backlog(), 0);
     }
 
-    #[test]
-    fn a_stalled_executor_lifts_the_bound_until_it_finishes_a_job() {
-        let (executor, open) = gated(Duration::from_millis(2));
+    /// A gated executor with one task more than the bound waiting.
+    fn gated_over_the_bound(
+        stall: Duration,
+    ) -> (Executor<Task>, mpsc::Sender<()>, Arc<AtomicUsize>) {
+        let (executor, open) = gated(stall);
         let ran = Arc::new(AtomicUsize::new(0));
         executor
             .submit_batch(counting(&ran, BACKLOG_HIGH + 1))
             .ok()
             .unwrap();
+        (executor, open, ran)
+    }
+
+    #[test]
+    fn a_stalled_executor_lifts_the_bound_until_it_finishes_a_job() {
+        let (executor, open, ran) = gated_over_the_bound(Duration::from_millis(2));
         // Held for one stall at most, then not at all while the gate holds.
         executor.wait_for_room();
         executor.wait_for_room();
@@ -388,12 +396,7 @@ mod tests {
 
     #[test]
     fn a_held_caller_goes_on_when_the_executor_closes() {
-        let (executor, open) = gated(Duration::from_secs(60));
-        let ran = Arc::new(AtomicUsize::new(0));
-        executor
-            .submit_batch(counting(&ran, BACKLOG_HIGH + 1))
-            .ok()
-            .unwrap();
+        let (executor, open, ran) = gated_over_the_bound(Duration::from_secs(60));
         std::thread::scope(|s| {
             let waiter = s.spawn(|| executor.wait_for_room());
             // Closing joins the thread, which needs the gate open; the

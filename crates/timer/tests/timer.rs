@@ -32,6 +32,14 @@ fn sharded_timer(clock: &ManualClock, shards: usize) -> Timer {
         .unwrap()
 }
 
+/// A task that counts its run in `counter`.
+fn counting_task(counter: &Arc<AtomicUsize>) -> Task {
+    let counter = counter.clone();
+    Box::new(move || {
+        counter.fetch_add(1, Ordering::Relaxed);
+    })
+}
+
 /// Moves the clock to `ms`, expires what is due and waits for it to run.
 fn advance_to(timer: &Timer, clock: &ManualClock, ms: u64) {
     clock.set_ms(ms);
@@ -389,10 +397,7 @@ fn a_blocked_executor_does_not_hold_back_a_burst() {
     timer.add(Duration::from_millis(1), slow).unwrap();
     let ran = Arc::new(AtomicUsize::new(0));
     for i in 0..N {
-        let ran = ran.clone();
-        let task: Task = Box::new(move || {
-            ran.fetch_add(1, Ordering::Relaxed);
-        });
+        let task = counting_task(&ran);
         timer
             .add(Duration::from_millis(2 + (i % 3) as u64), task)
             .unwrap();
@@ -658,10 +663,7 @@ fn shutdown_with_cascades_half_done_returns_every_pending_task() {
     let timer = manual_timer(&clock, 20);
     let fired = Arc::new(AtomicUsize::new(0));
     for i in 0..10_000u64 {
-        let fired = fired.clone();
-        let task: Task = Box::new(move || {
-            fired.fetch_add(1, Ordering::Relaxed);
-        });
+        let task = counting_task(&fired);
         timer
             .add(Duration::from_millis(800 + i % 400), task)
             .unwrap();
