@@ -385,6 +385,9 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Unwatch<Op> for WatchIndex
                 .iter()
                 .flat_map(|r| r.members.iter().map(move |m| (m, r.op.as_ptr())))
         };
+        // The slots' references, dropped after each lock hold (never the
+        // last ones: the retired batch holds one per operation).
+        let mut removed = StackBuf::<Weak<Shared<Op>>, UNWATCH_CHUNK>::new();
         // Each shard is locked once for all its slots. Operations mostly
         // watch the same few keys, so a batch usually touches a few shards:
         // find them with a linear scan and go over the batch once per shard,
@@ -406,8 +409,10 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Unwatch<Op> for WatchIndex
             }
         });
         if few {
+            let mut chunk = [(Membership::default(), std::ptr::null()); UNWATCH_CHUNK];
             for &shard in &distinct[..n] {
-                self.unwatch_run(shard, slots().filter(|(m, _)| m.shard == shard));
+                let run = slots().filter(|(m, _)| m.shard == shard);
+                self.unwatch_run(shard, run, &mut chunk, &mut removed);
             }
         } else {
             // Sized up front: a flattening iterator gives no useful size
@@ -415,8 +420,18 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Unwatch<Op> for WatchIndex
             let mut sorted = Vec::with_capacity(batch.iter().map(|r| r.members.len()).sum());
             sorted.extend(slots());
             sorted.sort_unstable_by_key(|(m, _)| m.shard);
+            // Keys spread over many shards (each operation its own, or a
+            // few in each of thousands of keys) leave a slot or two per
+            // shard, each shard's lock last touched by another thread:
+            // start fetching every shard's lock before taking the first, so
+            // that those misses overlap rather than come one per shard.
             for run in sorted.chunk_by(|a, b| a.0.shard == b.0.shard) {
-                self.unwatch_run(run[0].0.shard, run.iter().copied());
+                timer::internal::prefetch(&self.shards[run[0].0.shard as usize]);
+            }
+            for run in sorted.chunk_by(|a, b| a.0.shard == b.0.shard) {
+                for chunk in run.chunks(UNWATCH_CHUNK) {
+                    self.unwatch_chunk(run[0].0.shard, chunk, &mut removed);
+                }
             }
         }
     }
@@ -427,16 +442,20 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Unwatch<Op> for WatchIndex
 /// once per shard.
 const FEW_SHARDS: usize = 8;
 
+/// A slot to free and the operation occupying it.
+type SlotOf<Op> = (Membership, *const Shared<Op>);
+
 impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> WatchIndex<K, Op, S> {
     /// Frees the slots of `run`, all in shard `shard_ix`, taking its lock
-    /// once per [`UNWATCH_CHUNK`] slots (each chunk copied to the stack
+    /// once per [`UNWATCH_CHUNK`] slots (each chunk copied into `chunk`
     /// first).
     fn unwatch_run(
         &self,
         shard_ix: u32,
-        mut run: impl Iterator<Item = (Membership, *const Shared<Op>)>,
+        mut run: impl Iterator<Item = SlotOf<Op>>,
+        chunk: &mut [SlotOf<Op>; UNWATCH_CHUNK],
+        removed: &mut StackBuf<Weak<Shared<Op>>, UNWATCH_CHUNK>,
     ) {
-        let mut chunk = [(Membership::default(), std::ptr::null()); UNWATCH_CHUNK];
         loop {
             let mut len = 0;
             for (to, slot) in chunk.iter_mut().zip(run.by_ref()) {
@@ -446,19 +465,23 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> WatchIndex<K, Op, S> {
             if len == 0 {
                 return;
             }
-            self.unwatch_chunk(shard_ix, &chunk[..len]);
+            self.unwatch_chunk(shard_ix, &chunk[..len], removed);
             if len < UNWATCH_CHUNK {
                 return;
             }
         }
     }
 
-    /// Frees the slots of `chunk`, all in shard `shard_ix`, in one hold of
-    /// its lock.
-    fn unwatch_chunk(&self, shard_ix: u32, chunk: &[(Membership, *const Shared<Op>)]) {
-        // The slots' references, dropped once the lock is released (never
-        // the last ones: the retired batch holds one per operation).
-        let mut removed = StackBuf::<Weak<Shared<Op>>, UNWATCH_CHUNK>::new();
+    /// Frees the slots of `chunk` (at most [`UNWATCH_CHUNK`]), all in shard
+    /// `shard_ix`, in one hold of its lock; their references go through
+    /// `removed` (empty) and are dropped once the lock is released.
+    fn unwatch_chunk(
+        &self,
+        shard_ix: u32,
+        chunk: &[SlotOf<Op>],
+        removed: &mut StackBuf<Weak<Shared<Op>>, UNWATCH_CHUNK>,
+    ) {
+        debug_assert!(chunk.len() <= UNWATCH_CHUNK && removed.is_empty());
         let mut shard = lock_spinning(&self.shards[shard_ix as usize]);
         // Start fetching every slot of the chunk before changing any, so
         // that their cache misses overlap (the slots were last written
@@ -479,7 +502,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> WatchIndex<K, Op, S> {
             }
         }
         drop(shard);
-        drop(removed);
+        removed.clear();
     }
 }
 

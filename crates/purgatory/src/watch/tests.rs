@@ -194,31 +194,45 @@ fn a_slot_is_eight_bytes() {
     assert_eq!(std::mem::size_of::<slab::Slot<Nop>>(), 8);
 }
 
+/// A slot in the middle goes on the free stack (the one freed last is
+/// reused first); the last slot is popped, never stacked; every vacant one
+/// is found again.
 #[test]
-fn the_slot_freed_last_is_reused_first_and_every_vacant_one_is_found() {
+fn the_slot_freed_last_is_reused_first_and_the_last_slot_is_popped() {
     let mut slab = Slab::<Nop>::new();
-    let ops: Vec<_> = (0..4).map(|_| op()).collect();
+    let ops: Vec<_> = (0..5).map(|_| op()).collect();
     let slots: Vec<u32> = ops.iter().map(|o| slab.insert(Arc::downgrade(o))).collect();
-    assert_eq!(slots, [0, 1, 2, 3]);
+    assert_eq!(slots, [0, 1, 2, 3, 4]);
     assert!(
         slab.remove(1, Arc::as_ptr(&ops[2])).is_none(),
         "not its slot"
     );
     assert!(slab.remove(1, Arc::as_ptr(&ops[1])).is_some());
     assert!(slab.remove(1, Arc::as_ptr(&ops[1])).is_none(), "freed once");
-    assert!(slab.remove(3, Arc::as_ptr(&ops[3])).is_some());
-    assert_eq!(slab.live(), 2);
-    assert_eq!(slab.insert(Arc::downgrade(&ops[3])), 3);
-    assert_eq!(slab.insert(Arc::downgrade(&ops[1])), 1);
+    assert!(slab.remove(2, Arc::as_ptr(&ops[2])).is_some());
+    assert!(slab.remove(4, Arc::as_ptr(&ops[4])).is_some());
+    assert_eq!((slab.slots.len(), slab.live()), (4, 2), "the last popped");
+    assert!(slab.remove(4, Arc::as_ptr(&ops[4])).is_none(), "freed once");
+    assert_eq!(slab.insert(Arc::downgrade(&ops[4])), 2, "freed last");
+    assert_eq!(slab.insert(Arc::downgrade(&ops[2])), 1);
     assert_eq!(
-        slab.insert(Arc::downgrade(&ops[0])),
+        slab.insert(Arc::downgrade(&ops[1])),
         4,
         "none vacant: grows"
     );
     assert_eq!(slab.live(), 5);
+    // Emptied from the end, the stack stays untouched; a slot vacant
+    // below the end stays on it, below the length.
+    assert!(slab.remove(1, Arc::as_ptr(&ops[2])).is_some());
+    for slot in (2..5).rev() {
+        let occupant = [&ops[0], &ops[2], &ops[4], &ops[3], &ops[1]][slot];
+        assert!(slab.remove(slot as u32, Arc::as_ptr(occupant)).is_some());
+    }
+    assert_eq!((slab.slots.len(), slab.live()), (2, 1));
+    assert_eq!(slab.insert(Arc::downgrade(&ops[2])), 1, "found again");
     let mut out = Vec::new();
     slab.copy_all(&mut out);
-    assert_eq!(out.len(), 5);
+    assert_eq!(out.len(), 2);
 }
 
 /// A list emptied and refilled (a heartbeat's member key) gets the emptied
