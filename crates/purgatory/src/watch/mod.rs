@@ -82,10 +82,19 @@ struct Shard<K: WatchKey, Op: DelayedOperation> {
     table: HashTable<u32>,
     lists: Vec<ListSlot<K, Op>>,
     free_ids: Vec<u32>,
-    /// The emptied slab of the last list freed, if small, for the next list
-    /// created (see [`Slab::recycle`]).
-    spare: Option<Slab<Op>>,
+    /// Emptied slabs of the last lists freed, if small, for the next lists
+    /// created (see [`Slab::recycle`]); at most [`SPARE_SLABS`].
+    spare: Vec<Slab<Op>>,
 }
+
+/// How many emptied slabs a shard keeps for its next lists. Keys whose
+/// lists empty and fill again (a member's heartbeat; W4's 100,000 keys
+/// with about one operation each) create and free lists in no particular
+/// order, so keeping one would catch only part of them; each freed and
+/// reallocated slab is an allocation on the thread watching and a free on
+/// the one completing. Bounded, with [`slab::RECYCLE_MAX`], so that an idle
+/// shard holds little.
+const SPARE_SLABS: usize = 4;
 
 impl<K: WatchKey, Op: DelayedOperation> Shard<K, Op> {
     fn new() -> Self {
@@ -93,7 +102,7 @@ impl<K: WatchKey, Op: DelayedOperation> Shard<K, Op> {
             table: HashTable::new(),
             lists: Vec::new(),
             free_ids: Vec::new(),
-            spare: None,
+            spare: Vec::new(),
         }
     }
 
@@ -129,7 +138,7 @@ impl<K: WatchKey, Op: DelayedOperation> Shard<K, Op> {
             key,
             hash,
             in_table: true,
-            slab: self.spare.take().unwrap_or_else(Slab::new),
+            slab: self.spare.pop().unwrap_or_else(Slab::new),
         };
         let id = match self.free_ids.pop() {
             Some(id) => {
@@ -177,7 +186,10 @@ impl<K: WatchKey, Op: DelayedOperation> Shard<K, Op> {
         let was_in = self.detach(id);
         if let Some(list) = self.lists[id as usize].list.take() {
             if let Some(slab) = list.slab.recycle() {
-                self.spare = Some(slab);
+                if self.spare.len() < SPARE_SLABS {
+                    self.spare.reserve_exact(SPARE_SLABS);
+                    self.spare.push(slab);
+                }
             }
         }
         self.free_ids.push(id);
@@ -393,8 +405,8 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Unwatch<Op> for WatchIndex
         // find them with a linear scan and go over the batch once per shard,
         // in the order the shards were met. (Sorting a batch of 64
         // operations with 3 keys each by shard cost more instructions than
-        // all its removals.) A batch touching more shards is copied and
-        // sorted by shard.
+        // all its removals.) A batch touching more shards is taken in its
+        // own order.
         let mut distinct = [0u32; FEW_SHARDS];
         let mut n = 0;
         let few = slots().all(|(m, _)| {
@@ -415,31 +427,37 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Unwatch<Op> for WatchIndex
                 self.unwatch_run(shard, run, &mut chunk, &mut removed);
             }
         } else {
-            // Sized up front: a flattening iterator gives no useful size
-            // hint.
-            let mut sorted = Vec::with_capacity(batch.iter().map(|r| r.members.len()).sum());
-            sorted.extend(slots());
-            sorted.sort_unstable_by_key(|(m, _)| m.shard);
             // Keys spread over many shards (each operation its own, or a
             // few in each of thousands of keys) leave a slot or two per
             // shard, each shard's lock last touched by another thread:
             // start fetching every shard's lock before taking the first, so
             // that those misses overlap rather than come one per shard.
-            for run in sorted.chunk_by(|a, b| a.0.shard == b.0.shard) {
-                timer::internal::prefetch(&self.shards[run[0].0.shard as usize]);
+            // Then take the slots in the batch's order, a lock hold per run
+            // of one shard: sorting by shard would cost more than the few
+            // shards met twice (64 slots over 512 shards: about four).
+            for (m, _) in slots() {
+                timer::internal::prefetch(&self.shards[m.shard as usize]);
             }
-            for run in sorted.chunk_by(|a, b| a.0.shard == b.0.shard) {
-                for chunk in run.chunks(UNWATCH_CHUNK) {
-                    self.unwatch_chunk(run[0].0.shard, chunk, &mut removed);
+            let mut chunk = [(Membership::default(), std::ptr::null()); UNWATCH_CHUNK];
+            let mut len = 0;
+            for slot in slots() {
+                if len == UNWATCH_CHUNK || (len > 0 && chunk[0].0.shard != slot.0.shard) {
+                    self.unwatch_chunk(chunk[0].0.shard, &chunk[..len], &mut removed);
+                    len = 0;
                 }
+                chunk[len] = slot;
+                len += 1;
+            }
+            if len > 0 {
+                self.unwatch_chunk(chunk[0].0.shard, &chunk[..len], &mut removed);
             }
         }
     }
 }
 
 /// How many distinct shards a retired batch may touch before
-/// [`Unwatch::unwatch_batch`] sorts it by shard instead of scanning it
-/// once per shard.
+/// [`Unwatch::unwatch_batch`] takes it in its own order instead of
+/// scanning it once per shard.
 const FEW_SHARDS: usize = 8;
 
 /// A slot to free and the operation occupying it.

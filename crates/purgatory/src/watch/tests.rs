@@ -107,8 +107,8 @@ fn a_chunked_scan_stops_when_its_list_is_recycled() {
 }
 
 /// A batch touching a few shards (scanned once per shard) and one
-/// touching more than `FEW_SHARDS` (sorted by shard) both free every
-/// slot and remove every emptied key.
+/// touching more than `FEW_SHARDS` (taken in its order, a shard met again
+/// locked again) both free every slot and remove every emptied key.
 #[test]
 fn batches_over_few_and_many_shards_free_every_slot() {
     const KEYS: [&str; 40] = [
@@ -244,18 +244,73 @@ fn an_emptied_small_list_lends_its_slab_to_the_next() {
     let (a, b) = (op(), op());
     let ma = watch(&index, "k", &a);
     unwatch(&index, ma, &a);
-    assert!(index.shards[0].lock().spare.is_some(), "kept");
+    assert_eq!(index.shards[0].lock().spare.len(), 1, "kept");
     let mb = watch(&index, "j", &b);
-    assert!(index.shards[0].lock().spare.is_none(), "reused");
+    assert!(index.shards[0].lock().spare.is_empty(), "reused");
     assert_eq!((mb.slot, index.len_of(&"j"), index.keys()), (0, 1, 1));
     unwatch(&index, mb, &b);
 
     let many: Vec<_> = (0..=slab::RECYCLE_MAX).map(|_| op()).collect();
     let members: Vec<_> = many.iter().map(|o| watch(&index, "big", o)).collect();
-    index.shards[0].lock().spare = None;
+    index.shards[0].lock().spare.clear();
     for (m, o) in members.iter().zip(&many) {
         unwatch(&index, *m, o);
     }
-    assert!(index.shards[0].lock().spare.is_none(), "too large to keep");
+    assert!(index.shards[0].lock().spare.is_empty(), "too large to keep");
     assert_eq!(index.keys(), 0);
+}
+
+/// Lists emptied in turn leave up to `SPARE_SLABS` slabs in their shard,
+/// and the next lists created take them before allocating.
+#[test]
+fn a_shard_keeps_a_few_emptied_slabs() {
+    let index = WatchIndex::<&str, Nop, _>::new(1, RandomState::new());
+    const KEYS: [&str; 6] = ["a", "b", "c", "d", "e", "f"];
+    let ops: Vec<_> = KEYS.iter().map(|_| op()).collect();
+    let members: Vec<_> = KEYS
+        .iter()
+        .zip(&ops)
+        .map(|(k, o)| watch(&index, k, o))
+        .collect();
+    for (m, o) in members.iter().zip(&ops) {
+        unwatch(&index, *m, o);
+    }
+    assert_eq!(index.shards[0].lock().spare.len(), SPARE_SLABS, "bounded");
+    for (i, (k, o)) in KEYS.iter().zip(&ops).enumerate() {
+        watch(&index, k, o);
+        let left = SPARE_SLABS.saturating_sub(i + 1);
+        assert_eq!(index.shards[0].lock().spare.len(), left, "reused first");
+    }
+    assert_eq!(index.keys(), KEYS.len());
+}
+
+/// In a batch over many shards, a run of one shard longer than a chunk is
+/// freed chunk by chunk, and a shard met again later is freed then.
+#[test]
+fn a_long_run_in_a_batch_over_many_shards_is_freed_in_chunks() {
+    let index = WatchIndex::<u32, Nop, _>::new(64, RandomState::new());
+    let ops: Vec<_> = (0..20).map(|_| op()).collect();
+    let retired = |o: &Arc<Shared<Nop>>, keys: &[u32]| {
+        let mut members = Members::new();
+        for &k in keys {
+            members.push(index.watch(k, o, || false).expect("open"));
+        }
+        Retired {
+            op: Arc::downgrade(o),
+            members,
+            timer: None,
+        }
+    };
+    let mut batch = vec![retired(&ops[0], &[7; UNWATCH_CHUNK + 5])];
+    batch.extend((1..19).map(|i| retired(&ops[i], &[100 + i as u32])));
+    batch.push(retired(&ops[19], &[7, 7]));
+    let shards: std::collections::HashSet<u32> = batch
+        .iter()
+        .flat_map(|r| r.members.iter().map(|m| m.shard))
+        .collect();
+    assert!(shards.len() > FEW_SHARDS);
+    assert_eq!((index.len_of(&7), index.keys()), (UNWATCH_CHUNK + 7, 19));
+    index.unwatch_batch(&batch);
+    assert_eq!((index.len_of(&7), index.keys()), (0, 0));
+    assert!(batch.iter().all(|r| r.op.weak_count() == 1));
 }
