@@ -1,8 +1,10 @@
 //! The watch lists' internals: slots, detached lists, chunked scans.
 
+use super::unwatch::{FEW_SHARDS, UNWATCH_CHUNK};
 use super::*;
 use crate::members::Members;
 use crate::operation::Operation;
+use crate::retire::{Retired, Unwatch};
 use std::collections::hash_map::RandomState;
 use std::time::Duration;
 
