@@ -382,6 +382,14 @@ impl<K: WatchKey, Op: DelayedOperation, S: BuildHasher> WatchIndex<K, Op, S> {
         }
     }
 
+    /// Drops the emptied slabs every shard keeps for its next lists.
+    pub(crate) fn drop_spares(&self) {
+        for shard in self.shards.iter() {
+            let spare = std::mem::take(&mut shard.lock().spare);
+            drop(spare);
+        }
+    }
+
     /// Number of keys with a list.
     pub(crate) fn keys(&self) -> usize {
         self.keys.load(Ordering::Relaxed)

@@ -316,3 +316,22 @@ fn a_long_run_in_a_batch_over_many_shards_is_freed_in_chunks() {
     assert_eq!((index.len_of(&7), index.keys()), (0, 0));
     assert!(batch.iter().all(|r| r.op.weak_count() == 1));
 }
+
+/// `drop_spares` (what `purge` calls) leaves no emptied slab behind.
+#[test]
+fn dropping_spares_empties_every_shard() {
+    let index = WatchIndex::<&str, Nop, _>::new(4, RandomState::new());
+    let ops: Vec<_> = (0..8).map(|_| op()).collect();
+    let keys = ["a", "b", "c", "d", "e", "f", "g", "h"];
+    let members: Vec<_> = keys
+        .iter()
+        .zip(&ops)
+        .map(|(k, o)| watch(&index, k, o))
+        .collect();
+    for (m, o) in members.iter().zip(&ops) {
+        unwatch(&index, *m, o);
+    }
+    assert!(index.shards.iter().any(|s| !s.lock().spare.is_empty()));
+    index.drop_spares();
+    assert!(index.shards.iter().all(|s| s.lock().spare.is_empty()));
+}
