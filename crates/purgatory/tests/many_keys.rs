@@ -25,6 +25,15 @@ impl DelayedOperation for Op {
     fn on_complete(&self) {}
 }
 
+/// An operation, and the flag that lets it complete.
+fn new_op() -> (Operation<Op>, Arc<AtomicBool>) {
+    let ready = Arc::new(AtomicBool::new(false));
+    let op = Operation::new(Op {
+        ready: ready.clone(),
+    });
+    (op, ready)
+}
+
 #[derive(Clone, Copy, Debug)]
 enum End {
     CheckLastKey,
@@ -40,10 +49,7 @@ fn run(keys: u32, awaited: bool, end: End) {
         .reaper(false)
         .build::<u32, Op>()
         .unwrap();
-    let ready = Arc::new(AtomicBool::new(false));
-    let op = Operation::new(Op {
-        ready: ready.clone(),
-    });
+    let (op, ready) = new_op();
     let waiting = awaited.then(|| op.completion());
     let all: Vec<u32> = (0..keys).collect();
     assert_eq!(
@@ -118,10 +124,7 @@ fn watched_again_with_fewer_keys_after_a_cancel() {
         .reaper(false)
         .build::<u32, Op>()
         .unwrap();
-    let ready = Arc::new(AtomicBool::new(false));
-    let op = Operation::new(Op {
-        ready: ready.clone(),
-    });
+    let (op, ready) = new_op();
     assert_eq!(
         purgatory.try_complete_else_watch(op.clone(), 0..6),
         Ok(false)

@@ -262,21 +262,31 @@ fn an_emptied_small_list_lends_its_slab_to_the_next() {
     assert_eq!(index.keys(), 0);
 }
 
+/// Watches a new operation under each key, then lets each leave, in
+/// order: every list is created, then emptied. Returns the operations.
+fn watch_and_leave(
+    index: &WatchIndex<&'static str, Nop, RandomState>,
+    keys: &[&'static str],
+) -> Vec<Arc<Shared<Nop>>> {
+    let ops: Vec<_> = keys.iter().map(|_| op()).collect();
+    let members: Vec<_> = keys
+        .iter()
+        .zip(&ops)
+        .map(|(k, o)| watch(index, k, o))
+        .collect();
+    for (m, o) in members.iter().zip(&ops) {
+        unwatch(index, *m, o);
+    }
+    ops
+}
+
 /// Lists emptied in turn leave up to `SPARE_SLABS` slabs in their shard,
 /// and the next lists created take them before allocating.
 #[test]
 fn a_shard_keeps_a_few_emptied_slabs() {
     let index = WatchIndex::<&str, Nop, _>::new(1, RandomState::new());
     const KEYS: [&str; 6] = ["a", "b", "c", "d", "e", "f"];
-    let ops: Vec<_> = KEYS.iter().map(|_| op()).collect();
-    let members: Vec<_> = KEYS
-        .iter()
-        .zip(&ops)
-        .map(|(k, o)| watch(&index, k, o))
-        .collect();
-    for (m, o) in members.iter().zip(&ops) {
-        unwatch(&index, *m, o);
-    }
+    let ops = watch_and_leave(&index, &KEYS);
     assert_eq!(index.shards[0].lock().spare.len(), SPARE_SLABS, "bounded");
     for (i, (k, o)) in KEYS.iter().zip(&ops).enumerate() {
         watch(&index, k, o);
@@ -321,16 +331,7 @@ fn a_long_run_in_a_batch_over_many_shards_is_freed_in_chunks() {
 #[test]
 fn dropping_spares_empties_every_shard() {
     let index = WatchIndex::<&str, Nop, _>::new(4, RandomState::new());
-    let ops: Vec<_> = (0..8).map(|_| op()).collect();
-    let keys = ["a", "b", "c", "d", "e", "f", "g", "h"];
-    let members: Vec<_> = keys
-        .iter()
-        .zip(&ops)
-        .map(|(k, o)| watch(&index, k, o))
-        .collect();
-    for (m, o) in members.iter().zip(&ops) {
-        unwatch(&index, *m, o);
-    }
+    watch_and_leave(&index, &["a", "b", "c", "d", "e", "f", "g", "h"]);
     assert!(index.shards.iter().any(|s| !s.lock().spare.is_empty()));
     index.drop_spares();
     assert!(index.shards.iter().all(|s| s.lock().spare.is_empty()));
