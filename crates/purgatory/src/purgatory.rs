@@ -245,7 +245,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
         }
         // This thread's share of returning finished operations' memory, so
         // it is freed where operations are created (see `crate::retire`),
-        // and spill room for this one's memberships if it has several keys.
+        // and spill room for this one's memberships if it has many keys.
         let keys_hint = keys.size_hint().0;
         let spare = self.home.drop_unlinked(Members::room_for(keys_hint));
         let name = self.home.name.as_str();

@@ -29,7 +29,7 @@ use std::sync::{Arc, Weak};
 
 use timer::TimerTask;
 
-use crate::operation::{DelayedOperation, Links, Operation, OwnerRef, Shared};
+use crate::operation::{DelayedOperation, Operation, OwnerRef, Shared};
 use crate::outcome::{Outcome, Signal};
 use crate::stackbuf::StackBuf;
 
@@ -154,12 +154,7 @@ impl<Op: DelayedOperation> Shared<Op> {
         debug_assert!(self.is_locked_here());
         let (attached, links) = self.detach();
         let (owner, keep) = attached.unzip();
-        let Links {
-            timer,
-            members,
-            signal,
-            ..
-        } = links;
+        let (timer, members, signal) = links.into_parts();
         if let Some(owner) = &owner {
             let armed = timer.is_some();
             // An expiring operation's timer entry is the one firing.

@@ -37,14 +37,14 @@
 //!
 //! Once a batch is freed, its retired entries hold the last weak references
 //! to operations nobody else holds (and the memberships of operations with
-//! several keys, allocated by the watching thread too). They go to a short
+//! many keys, allocated by the watching thread too). They go to a short
 //! queue of *unlinked* operations, and each watch drops up to [`DROPS_PER_WATCH`] of them, so
 //! that an operation's memory usually returns to the allocator on a thread
 //! that allocates operations. (With glibc's malloc a block freed by another
 //! thread than the one that allocated it goes back through the allocating
 //! arena's lock.) The queue holds at most [`UNLINKED_MAX`]; what does not
 //! fit is let go at once. [`RetireQueue::free_all`] empties everything.
-//! The spill room of an operation with several keys (see
+//! The spill room of an operation with more keys than fit in place (see
 //! [`Members`]) is not let go there but handed to the watch being made, if
 //! it needs room of that size: a workload whose operations all have a few
 //! keys then allocates none for them in a steady state.
@@ -150,7 +150,7 @@ type StripeLock<Op> = CachePadded<Mutex<Stripe<Op>>>;
 
 /// An unlinked operation: its last weak reference (empty once let go, see
 /// [`RetireQueue::drop_unlinked`]), and its memberships, whose spill room
-/// (an operation with several keys) was allocated by a watching thread and
+/// (an operation with many keys) was allocated by a watching thread and
 /// so goes back to one too, for reuse.
 type Unlinked<Op> = (Weak<Shared<Op>>, Members);
 

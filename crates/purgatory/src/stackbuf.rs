@@ -40,7 +40,6 @@ impl<T, const N: usize> StackBuf<T, N> {
         self.len + self.more.len()
     }
 
-    #[cfg(test)]
     pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }

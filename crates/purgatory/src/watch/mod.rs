@@ -30,20 +30,20 @@
 //! * `keys` counts the lists in the key tables.
 
 use std::hash::{BuildHasher, Hash};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 use crossbeam_utils::CachePadded;
 use hashbrown::hash_table::HashTable;
 
 use crate::members::Membership;
 use crate::operation::{DelayedOperation, Shared};
-use crate::retire::{Retired, Unwatch};
 use crate::stackbuf::StackBuf;
 use crate::sync::{lock_spinning, AtomicUsize, Mutex, Ordering};
 
 mod slab;
 #[cfg(test)]
 mod tests;
+mod unwatch;
 
 use slab::Slab;
 
@@ -82,10 +82,19 @@ struct Shard<K: WatchKey, Op: DelayedOperation> {
     table: HashTable<u32>,
     lists: Vec<ListSlot<K, Op>>,
     free_ids: Vec<u32>,
-    /// The emptied slab of the last list freed, if small, for the next list
-    /// created (see [`Slab::recycle`]).
-    spare: Option<Slab<Op>>,
+    /// Emptied slabs of the last lists freed, if small, for the next lists
+    /// created (see [`Slab::recycle`]); at most [`SPARE_SLABS`].
+    spare: Vec<Slab<Op>>,
 }
+
+/// How many emptied slabs a shard keeps for its next lists. Keys whose
+/// lists empty and fill again (a member's heartbeat; W4's 100,000 keys
+/// with about one operation each) create and free lists in no particular
+/// order, so keeping one would catch only part of them; each freed and
+/// reallocated slab is an allocation on the thread watching and a free on
+/// the one completing. Bounded, with [`slab::RECYCLE_MAX`], so that an idle
+/// shard holds little.
+const SPARE_SLABS: usize = 4;
 
 impl<K: WatchKey, Op: DelayedOperation> Shard<K, Op> {
     fn new() -> Self {
@@ -93,7 +102,7 @@ impl<K: WatchKey, Op: DelayedOperation> Shard<K, Op> {
             table: HashTable::new(),
             lists: Vec::new(),
             free_ids: Vec::new(),
-            spare: None,
+            spare: Vec::new(),
         }
     }
 
@@ -129,7 +138,7 @@ impl<K: WatchKey, Op: DelayedOperation> Shard<K, Op> {
             key,
             hash,
             in_table: true,
-            slab: self.spare.take().unwrap_or_else(Slab::new),
+            slab: self.spare.pop().unwrap_or_else(Slab::new),
         };
         let id = match self.free_ids.pop() {
             Some(id) => {
@@ -177,7 +186,10 @@ impl<K: WatchKey, Op: DelayedOperation> Shard<K, Op> {
         let was_in = self.detach(id);
         if let Some(list) = self.lists[id as usize].list.take() {
             if let Some(slab) = list.slab.recycle() {
-                self.spare = Some(slab);
+                if self.spare.len() < SPARE_SLABS {
+                    self.spare.reserve_exact(SPARE_SLABS);
+                    self.spare.push(slab);
+                }
             }
         }
         self.free_ids.push(id);
@@ -370,122 +382,16 @@ impl<K: WatchKey, Op: DelayedOperation, S: BuildHasher> WatchIndex<K, Op, S> {
         }
     }
 
+    /// Drops the emptied slabs every shard keeps for its next lists.
+    pub(crate) fn drop_spares(&self) {
+        for shard in self.shards.iter() {
+            let spare = std::mem::take(&mut shard.lock().spare);
+            drop(spare);
+        }
+    }
+
     /// Number of keys with a list.
     pub(crate) fn keys(&self) -> usize {
         self.keys.load(Ordering::Relaxed)
     }
 }
-
-impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Unwatch<Op> for WatchIndex<K, Op, S> {
-    fn unwatch_batch(&self, batch: &[Retired<Op>]) {
-        // Every slot to free with its occupant, read from the batch itself
-        // each time it is needed rather than copied into a vector.
-        let slots = || {
-            batch
-                .iter()
-                .flat_map(|r| r.members.iter().map(move |m| (m, r.op.as_ptr())))
-        };
-        // Each shard is locked once for all its slots. Operations mostly
-        // watch the same few keys, so a batch usually touches a few shards:
-        // find them with a linear scan and go over the batch once per shard,
-        // in the order the shards were met. (Sorting a batch of 64
-        // operations with 3 keys each by shard cost more instructions than
-        // all its removals.) A batch touching more shards is copied and
-        // sorted by shard.
-        let mut distinct = [0u32; FEW_SHARDS];
-        let mut n = 0;
-        let few = slots().all(|(m, _)| {
-            if distinct[..n].contains(&m.shard) {
-                true
-            } else if n < FEW_SHARDS {
-                distinct[n] = m.shard;
-                n += 1;
-                true
-            } else {
-                false
-            }
-        });
-        if few {
-            for &shard in &distinct[..n] {
-                self.unwatch_run(shard, slots().filter(|(m, _)| m.shard == shard));
-            }
-        } else {
-            // Sized up front: a flattening iterator gives no useful size
-            // hint.
-            let mut sorted = Vec::with_capacity(batch.iter().map(|r| r.members.len()).sum());
-            sorted.extend(slots());
-            sorted.sort_unstable_by_key(|(m, _)| m.shard);
-            for run in sorted.chunk_by(|a, b| a.0.shard == b.0.shard) {
-                self.unwatch_run(run[0].0.shard, run.iter().copied());
-            }
-        }
-    }
-}
-
-/// How many distinct shards a retired batch may touch before
-/// [`Unwatch::unwatch_batch`] sorts it by shard instead of scanning it
-/// once per shard.
-const FEW_SHARDS: usize = 8;
-
-impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> WatchIndex<K, Op, S> {
-    /// Frees the slots of `run`, all in shard `shard_ix`, taking its lock
-    /// once per [`UNWATCH_CHUNK`] slots (each chunk copied to the stack
-    /// first).
-    fn unwatch_run(
-        &self,
-        shard_ix: u32,
-        mut run: impl Iterator<Item = (Membership, *const Shared<Op>)>,
-    ) {
-        let mut chunk = [(Membership::default(), std::ptr::null()); UNWATCH_CHUNK];
-        loop {
-            let mut len = 0;
-            for (to, slot) in chunk.iter_mut().zip(run.by_ref()) {
-                *to = slot;
-                len += 1;
-            }
-            if len == 0 {
-                return;
-            }
-            self.unwatch_chunk(shard_ix, &chunk[..len]);
-            if len < UNWATCH_CHUNK {
-                return;
-            }
-        }
-    }
-
-    /// Frees the slots of `chunk`, all in shard `shard_ix`, in one hold of
-    /// its lock.
-    fn unwatch_chunk(&self, shard_ix: u32, chunk: &[(Membership, *const Shared<Op>)]) {
-        // The slots' references, dropped once the lock is released (never
-        // the last ones: the retired batch holds one per operation).
-        let mut removed = StackBuf::<Weak<Shared<Op>>, UNWATCH_CHUNK>::new();
-        let mut shard = lock_spinning(&self.shards[shard_ix as usize]);
-        // Start fetching every slot of the chunk before changing any, so
-        // that their cache misses overlap (the slots were last written
-        // long ago, often by another core) and the removals below find
-        // their lines in cache, holding the lock for less time.
-        for &(m, _) in chunk {
-            if let Some(slot) = shard.list(m.list).slab.slots.get(m.slot as usize) {
-                timer::internal::prefetch(slot);
-            }
-        }
-        for &(m, op) in chunk {
-            let list = shard.list_mut(m.list);
-            let entry = list.slab.remove(m.slot, op);
-            debug_assert!(entry.is_some(), "an operation left a slot it did not hold");
-            removed.extend(entry);
-            if list.slab.live() == 0 && shard.free_list(m.list) {
-                self.keys.fetch_sub(1, Ordering::Relaxed);
-            }
-        }
-        drop(shard);
-        drop(removed);
-    }
-}
-
-/// How many slots [`Unwatch::unwatch_batch`] frees per hold of a shard
-/// lock. The watching threads take the same few hot shards' locks for every
-/// operation they watch, and wait for them by spinning a few microseconds
-/// ([`lock_spinning`]) before blocking; shorter holds keep the wait within
-/// the spin.
-const UNWATCH_CHUNK: usize = 16;

@@ -80,10 +80,20 @@ impl<Op: DelayedOperation> Slab<Op> {
 
     /// Frees `slot` if `op` occupies it, returning the entry's reference so
     /// that the caller can drop it after unlocking.
+    ///
+    /// The last slot is popped rather than put on the free stack: most
+    /// lists hold a few operations (a key's one heartbeat or fetch), and
+    /// popping leaves the free stack untouched (neither its cache line nor
+    /// an allocation for it). Only occupied slots are popped, so every
+    /// index on the stack stays below the length.
     pub(super) fn remove(&mut self, slot: u32, op: *const Shared<Op>) -> Option<Weak<Shared<Op>>> {
+        let last = slot as usize + 1 == self.slots.len();
         let entry = self.slots.get_mut(slot as usize)?;
         if !entry.as_ref().is_some_and(|o| std::ptr::eq(o.as_ptr(), op)) {
             return None;
+        }
+        if last {
+            return self.slots.pop().flatten();
         }
         self.free.push(slot);
         entry.take()

@@ -1,8 +1,10 @@
 //! The watch lists' internals: slots, detached lists, chunked scans.
 
+use super::unwatch::{FEW_SHARDS, UNWATCH_CHUNK};
 use super::*;
 use crate::members::Members;
 use crate::operation::Operation;
+use crate::retire::{Retired, Unwatch};
 use std::collections::hash_map::RandomState;
 use std::time::Duration;
 
@@ -107,8 +109,8 @@ fn a_chunked_scan_stops_when_its_list_is_recycled() {
 }
 
 /// A batch touching a few shards (scanned once per shard) and one
-/// touching more than `FEW_SHARDS` (sorted by shard) both free every
-/// slot and remove every emptied key.
+/// touching more than `FEW_SHARDS` (taken in its order, a shard met again
+/// locked again) both free every slot and remove every emptied key.
 #[test]
 fn batches_over_few_and_many_shards_free_every_slot() {
     const KEYS: [&str; 40] = [
@@ -194,31 +196,45 @@ fn a_slot_is_eight_bytes() {
     assert_eq!(std::mem::size_of::<slab::Slot<Nop>>(), 8);
 }
 
+/// A slot in the middle goes on the free stack (the one freed last is
+/// reused first); the last slot is popped, never stacked; every vacant one
+/// is found again.
 #[test]
-fn the_slot_freed_last_is_reused_first_and_every_vacant_one_is_found() {
+fn the_slot_freed_last_is_reused_first_and_the_last_slot_is_popped() {
     let mut slab = Slab::<Nop>::new();
-    let ops: Vec<_> = (0..4).map(|_| op()).collect();
+    let ops: Vec<_> = (0..5).map(|_| op()).collect();
     let slots: Vec<u32> = ops.iter().map(|o| slab.insert(Arc::downgrade(o))).collect();
-    assert_eq!(slots, [0, 1, 2, 3]);
+    assert_eq!(slots, [0, 1, 2, 3, 4]);
     assert!(
         slab.remove(1, Arc::as_ptr(&ops[2])).is_none(),
         "not its slot"
     );
     assert!(slab.remove(1, Arc::as_ptr(&ops[1])).is_some());
     assert!(slab.remove(1, Arc::as_ptr(&ops[1])).is_none(), "freed once");
-    assert!(slab.remove(3, Arc::as_ptr(&ops[3])).is_some());
-    assert_eq!(slab.live(), 2);
-    assert_eq!(slab.insert(Arc::downgrade(&ops[3])), 3);
-    assert_eq!(slab.insert(Arc::downgrade(&ops[1])), 1);
+    assert!(slab.remove(2, Arc::as_ptr(&ops[2])).is_some());
+    assert!(slab.remove(4, Arc::as_ptr(&ops[4])).is_some());
+    assert_eq!((slab.slots.len(), slab.live()), (4, 2), "the last popped");
+    assert!(slab.remove(4, Arc::as_ptr(&ops[4])).is_none(), "freed once");
+    assert_eq!(slab.insert(Arc::downgrade(&ops[4])), 2, "freed last");
+    assert_eq!(slab.insert(Arc::downgrade(&ops[2])), 1);
     assert_eq!(
-        slab.insert(Arc::downgrade(&ops[0])),
+        slab.insert(Arc::downgrade(&ops[1])),
         4,
         "none vacant: grows"
     );
     assert_eq!(slab.live(), 5);
+    // Emptied from the end, the stack stays untouched; a slot vacant
+    // below the end stays on it, below the length.
+    assert!(slab.remove(1, Arc::as_ptr(&ops[2])).is_some());
+    for slot in (2..5).rev() {
+        let occupant = [&ops[0], &ops[2], &ops[4], &ops[3], &ops[1]][slot];
+        assert!(slab.remove(slot as u32, Arc::as_ptr(occupant)).is_some());
+    }
+    assert_eq!((slab.slots.len(), slab.live()), (2, 1));
+    assert_eq!(slab.insert(Arc::downgrade(&ops[2])), 1, "found again");
     let mut out = Vec::new();
     slab.copy_all(&mut out);
-    assert_eq!(out.len(), 5);
+    assert_eq!(out.len(), 2);
 }
 
 /// A list emptied and refilled (a heartbeat's member key) gets the emptied
@@ -230,18 +246,93 @@ fn an_emptied_small_list_lends_its_slab_to_the_next() {
     let (a, b) = (op(), op());
     let ma = watch(&index, "k", &a);
     unwatch(&index, ma, &a);
-    assert!(index.shards[0].lock().spare.is_some(), "kept");
+    assert_eq!(index.shards[0].lock().spare.len(), 1, "kept");
     let mb = watch(&index, "j", &b);
-    assert!(index.shards[0].lock().spare.is_none(), "reused");
+    assert!(index.shards[0].lock().spare.is_empty(), "reused");
     assert_eq!((mb.slot, index.len_of(&"j"), index.keys()), (0, 1, 1));
     unwatch(&index, mb, &b);
 
     let many: Vec<_> = (0..=slab::RECYCLE_MAX).map(|_| op()).collect();
     let members: Vec<_> = many.iter().map(|o| watch(&index, "big", o)).collect();
-    index.shards[0].lock().spare = None;
+    index.shards[0].lock().spare.clear();
     for (m, o) in members.iter().zip(&many) {
         unwatch(&index, *m, o);
     }
-    assert!(index.shards[0].lock().spare.is_none(), "too large to keep");
+    assert!(index.shards[0].lock().spare.is_empty(), "too large to keep");
     assert_eq!(index.keys(), 0);
+}
+
+/// Watches a new operation under each key, then lets each leave, in
+/// order: every list is created, then emptied. Returns the operations.
+fn watch_and_leave(
+    index: &WatchIndex<&'static str, Nop, RandomState>,
+    keys: &[&'static str],
+) -> Vec<Arc<Shared<Nop>>> {
+    let ops: Vec<_> = keys.iter().map(|_| op()).collect();
+    let members: Vec<_> = keys
+        .iter()
+        .zip(&ops)
+        .map(|(k, o)| watch(index, k, o))
+        .collect();
+    for (m, o) in members.iter().zip(&ops) {
+        unwatch(index, *m, o);
+    }
+    ops
+}
+
+/// Lists emptied in turn leave up to `SPARE_SLABS` slabs in their shard,
+/// and the next lists created take them before allocating.
+#[test]
+fn a_shard_keeps_a_few_emptied_slabs() {
+    let index = WatchIndex::<&str, Nop, _>::new(1, RandomState::new());
+    const KEYS: [&str; 6] = ["a", "b", "c", "d", "e", "f"];
+    let ops = watch_and_leave(&index, &KEYS);
+    assert_eq!(index.shards[0].lock().spare.len(), SPARE_SLABS, "bounded");
+    for (i, (k, o)) in KEYS.iter().zip(&ops).enumerate() {
+        watch(&index, k, o);
+        let left = SPARE_SLABS.saturating_sub(i + 1);
+        assert_eq!(index.shards[0].lock().spare.len(), left, "reused first");
+    }
+    assert_eq!(index.keys(), KEYS.len());
+}
+
+/// In a batch over many shards, a run of one shard longer than a chunk is
+/// freed chunk by chunk, and a shard met again later is freed then.
+#[test]
+fn a_long_run_in_a_batch_over_many_shards_is_freed_in_chunks() {
+    let index = WatchIndex::<u32, Nop, _>::new(64, RandomState::new());
+    let ops: Vec<_> = (0..20).map(|_| op()).collect();
+    let retired = |o: &Arc<Shared<Nop>>, keys: &[u32]| {
+        let mut members = Members::new();
+        for &k in keys {
+            members.push(index.watch(k, o, || false).expect("open"));
+        }
+        Retired {
+            op: Arc::downgrade(o),
+            members,
+            timer: None,
+        }
+    };
+    let mut batch = vec![retired(&ops[0], &[7; UNWATCH_CHUNK + 5])];
+    batch.extend((1..19).map(|i| retired(&ops[i], &[100 + i as u32])));
+    batch.push(retired(&ops[19], &[7, 7]));
+    let shards: std::collections::HashSet<u32> = batch
+        .iter()
+        .flat_map(|r| r.members.iter().map(|m| m.shard))
+        .collect();
+    assert!(shards.len() > FEW_SHARDS);
+    assert_eq!((index.len_of(&7), index.keys()), (UNWATCH_CHUNK + 7, 19));
+    index.unwatch_batch(&batch);
+    assert_eq!((index.len_of(&7), index.keys()), (0, 0));
+    assert!(batch.iter().all(|r| r.op.weak_count() == 1));
+}
+
+/// `drop_spares` (what `purge` calls) leaves no emptied slab behind.
+#[test]
+fn dropping_spares_empties_every_shard() {
+    let index = WatchIndex::<&str, Nop, _>::new(4, RandomState::new());
+    watch_and_leave(&index, &["a", "b", "c", "d", "e", "f", "g", "h"]);
+    assert!(index.shards.iter().any(|s| !s.lock().spare.is_empty()));
+    index.drop_spares();
+    assert!(index.shards.iter().all(|s| s.lock().spare.is_empty()));
 }

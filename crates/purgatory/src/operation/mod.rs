@@ -7,7 +7,7 @@
 //! user's value and its *links*: the purgatory it is watched in (as an
 //! [`Owner`], the trait this module declares for what it needs from
 //! there), its claim epoch, its timer handle, its slot in every watch list
-//! it joined, and its waiters.
+//! it joined (the first three in place), and its waiters.
 //!
 //! # Invariants
 //!
@@ -32,7 +32,7 @@ use std::time::Duration;
 
 use timer::TimerHandle;
 
-use crate::members::Members;
+use crate::members::{Members, Placed};
 use crate::oplock::{OpLock, OperationGuard, OperationLock};
 use crate::outcome::{Completion, OpState, Outcome, Signal};
 use crate::sync::{AtomicU32, Mutex, Ordering};
@@ -132,8 +132,19 @@ pub(crate) struct Links<Op: DelayedOperation> {
     pub(crate) owner: Option<OwnerRef<Op>>,
     /// The armed timer entry, once stored.
     pub(crate) timer: Option<TimerHandle>,
-    /// The operation's slot in each watch list it joined.
-    pub(crate) members: Members,
+    /// The operation's slot in each watch list it joined, the first few.
+    pub(crate) members: Placed,
+    /// What few operations need: slots beyond the first few, waiters.
+    pub(crate) side: Option<Box<Side>>,
+}
+
+/// The links of an operation with more keys than fit in place, or with
+/// waiters: one pointer in the links, so that operations without either
+/// pay 8 bytes for them.
+#[derive(Default)]
+pub(crate) struct Side {
+    /// Memberships beyond the ones in place.
+    pub(crate) more: Vec<crate::members::Membership>,
     /// The waiters of this stay, once someone asked for a [`Completion`].
     pub(crate) signal: Option<Arc<Signal>>,
 }
@@ -143,9 +154,22 @@ impl<Op: DelayedOperation> Links<Op> {
         Links {
             owner: None,
             timer: None,
-            members: Members::new(),
-            signal: None,
+            members: Placed::default(),
+            side: None,
         }
+    }
+
+    /// What emptied links held besides their owner: the timer handle, the
+    /// memberships (all of them) and the waiters.
+    pub(crate) fn into_parts(self) -> (Option<TimerHandle>, Members, Option<Arc<Signal>>) {
+        let (more, signal) = match self.side {
+            Some(side) => {
+                let Side { more, signal } = *side;
+                (more, signal)
+            }
+            None => (Vec::new(), None),
+        };
+        (self.timer, Members::join(self.members, more), signal)
     }
 }
 
@@ -239,11 +263,15 @@ impl<Op: DelayedOperation> Shared<Op> {
         links.owner = Some(owner);
         let epoch = self.epoch(&links).wrapping_add(1);
         self.epoch.store(epoch, Ordering::Relaxed);
-        links.members = members;
+        let (placed, more) = members.split();
+        links.members = placed;
+        if more.capacity() > 0 {
+            links.side.get_or_insert_with(Box::default).more = more;
+        }
         // The purgatory's reference, a count only while `owner` is set;
         // `detach` turns it back into an `Arc`.
         let _ = Arc::into_raw(Arc::clone(self));
-        // `links.signal`, if any, was made while the operation was not
+        // The signal, if any, was made while the operation was not
         // watched: its waiters wait for this stay.
         epoch
     }
@@ -346,7 +374,8 @@ impl<Op: DelayedOperation> Operation<Op> {
         if let Some(outcome) = self.outcome() {
             return Completion::ready(outcome);
         }
-        let signal = links.signal.get_or_insert_with(|| Arc::new(Signal::new()));
+        let side = links.side.get_or_insert_with(Box::default);
+        let signal = side.signal.get_or_insert_with(|| Arc::new(Signal::new()));
         Completion::waiting(signal.clone())
     }
 
@@ -415,85 +444,4 @@ impl<Op: DelayedOperation + fmt::Debug> fmt::Debug for Operation<Op> {
 }
 
 #[cfg(test)]
-mod layout_tests {
-    use super::*;
-    use std::mem::size_of;
-
-    /// The W4 benchmark's operation: 24 bytes.
-    struct Op24(#[allow(dead_code)] [u64; 3]);
-
-    impl DelayedOperation for Op24 {
-        fn timeout(&self) -> Duration {
-            Duration::ZERO
-        }
-        fn try_complete(&self) -> bool {
-            false
-        }
-        fn on_complete(&self) {}
-    }
-
-    /// What every pending operation pays, beyond its value and the
-    /// allocation's two reference counts: the state byte and the epoch (8),
-    /// its lock (16), the links behind their mutex (64 + 8): a thin owner
-    /// (8), the timer handle (16), one membership in place (32), the
-    /// waiters (8). With the two reference counts, 136 bytes: a 144-byte
-    /// block from glibc's malloc. A change here changes the bytes per
-    /// pending operation; keep it deliberate.
-    #[test]
-    fn an_operation_of_24_bytes_takes_120() {
-        assert_eq!(size_of::<Op24>(), 24);
-        assert_eq!(size_of::<OpLock>(), 16);
-        assert_eq!(size_of::<Option<OwnerRef<Op24>>>(), 8);
-        assert_eq!(size_of::<Option<TimerHandle>>(), 16);
-        assert_eq!(size_of::<Members>(), 32);
-        assert_eq!(size_of::<Links<Op24>>(), 64);
-        assert_eq!(size_of::<Mutex<Links<Op24>>>(), 72);
-        assert_eq!(size_of::<Shared<Op24>>(), 120);
-    }
-
-    struct NoOwner;
-
-    impl Owner<Op24> for NoOwner {
-        fn name(&self) -> &str {
-            "test"
-        }
-        fn left(
-            &self,
-            _: &Arc<Shared<Op24>>,
-            _: Members,
-            _: Option<TimerHandle>,
-            _: bool,
-            _: Outcome,
-        ) {
-        }
-    }
-
-    /// The purgatory's reference is a count while the owner is set, and
-    /// comes back as an `Arc` exactly once per claim.
-    #[test]
-    fn the_owner_holds_one_strong_reference_per_claim() {
-        let op = Operation::new(Op24([0; 3]));
-        let weak = Arc::downgrade(&op.0);
-        let owner: OwnerRef<Op24> = Arc::new(Arc::new(NoOwner));
-        for _ in 0..2 {
-            assert!(op.0.state.claim());
-            op.0.attach(owner.clone(), Members::new());
-            assert_eq!(Arc::strong_count(&op.0), 2);
-            let _waiting = op.completion();
-            let (attached, rest) = op.0.detach();
-            let (back, kept) = attached.expect("attached");
-            assert!(Arc::ptr_eq(&back, &owner) && Arc::ptr_eq(&kept, &op.0));
-            assert!(
-                rest.owner.is_none() && rest.signal.is_some(),
-                "links emptied"
-            );
-            assert!(op.0.links.lock().signal.is_none(), "in one hold");
-            assert!(op.0.detach().0.is_none(), "once");
-            drop(kept);
-            assert_eq!(Arc::strong_count(&op.0), 1);
-            op.0.state.unclaim();
-        }
-        drop(op);
-        assert!(weak.upgrade().is_none(), "nothing leaked");
-    }
-}
+mod layout_tests;
