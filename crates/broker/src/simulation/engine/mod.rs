@@ -83,6 +83,15 @@ impl Consumer {
     }
 }
 
+/// How long an idle request handler spins for the next run in virtual time:
+/// longer than the engine's own work between two milliseconds' runs, so a
+/// handler seldom parks while the engine runs flat out.
+const VIRTUAL_TIME_SPIN: Duration = Duration::from_millis(1);
+
+/// The same in real time, where runs are a millisecond or more apart and
+/// spinning would take the CPU the engine and the reaper need.
+const REAL_TIME_SPIN: Duration = Duration::from_micros(50);
+
 /// The time source of a run: virtual (manual clock) or real.
 pub(super) enum Time {
     Virtual(ManualClock),
@@ -180,7 +189,15 @@ impl<'a> Engine<'a> {
         });
         Engine {
             config,
-            handlers: Handlers::new(Arc::clone(&shared), config.handler_threads),
+            handlers: Handlers::new(
+                Arc::clone(&shared),
+                config.handler_threads,
+                if config.virtual_time {
+                    VIRTUAL_TIME_SPIN
+                } else {
+                    REAL_TIME_SPIN
+                },
+            ),
             shared,
             time,
             rng,
