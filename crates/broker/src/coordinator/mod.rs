@@ -222,8 +222,25 @@ impl GroupCoordinator {
     /// Handles a heartbeat: `UNKNOWN_MEMBER_ID` if the member is not in the
     /// group (it was evicted, or never joined), else resets its session timer.
     pub fn heartbeat(&self, group: &GroupId, member: &MemberId) -> Result<(), ErrorCode> {
+        let Some(group) = self.group(group) else {
+            self.inner.heartbeats.increment();
+            return Err(ErrorCode::GroupIdNotFound);
+        };
+        self.heartbeat_in(&group, member)
+    }
+
+    /// [`GroupCoordinator::heartbeat`] for a caller that keeps the group it
+    /// looked up (with [`GroupCoordinator::group`] or
+    /// [`GroupCoordinator::add_group`]), as a request handler that caches
+    /// the groups of its connections does: the same answer, without the
+    /// group map's lookup and its shared lock. A coordinator never drops a
+    /// group, so a kept group stays valid; `GROUP_ID_NOT_FOUND` if `group`
+    /// is another coordinator's.
+    pub fn heartbeat_in(&self, group: &Arc<Group>, member: &MemberId) -> Result<(), ErrorCode> {
         self.inner.heartbeats.increment();
-        let group = self.group(group).ok_or(ErrorCode::GroupIdNotFound)?;
+        if !group.reports_to(&self.inner) {
+            return Err(ErrorCode::GroupIdNotFound);
+        }
         let _guard = group.lock();
         let now = self.now_ms();
         let renewed = group.with_state(|state| {
@@ -237,7 +254,7 @@ impl GroupCoordinator {
         });
         let (token, session_timeout) = renewed.ok_or(ErrorCode::UnknownMemberId)?;
         self.inner
-            .complete_and_schedule_next(&group, member, token, session_timeout);
+            .complete_and_schedule_next(group, member, token, session_timeout);
         Ok(())
     }
 
@@ -456,6 +473,40 @@ mod tests {
             coordinator.leave_group(&group, &member),
             Err(ErrorCode::UnknownMemberId)
         );
+    }
+
+    #[test]
+    fn heartbeat_in_a_kept_group_is_a_heartbeat() {
+        let (clock, coordinator, group, member) = setup(1000);
+        let kept = coordinator.group(&group).unwrap();
+        advance(&clock, &coordinator, 600);
+        assert_eq!(coordinator.heartbeat_in(&kept, &member), Ok(()));
+        advance(&clock, &coordinator, 600);
+        assert_eq!(
+            counts(&coordinator),
+            (1, 1, 1),
+            "the heartbeat renewed the session"
+        );
+        assert_eq!(coordinator.eviction_count(), 0);
+        assert_eq!(
+            coordinator.heartbeat_in(&kept, &"stranger".into()),
+            Err(ErrorCode::UnknownMemberId)
+        );
+        assert_eq!(coordinator.heartbeats_handled(), 2);
+        // A group of another coordinator (even with the same id) is refused
+        // and arms nothing here.
+        let other = GroupCoordinator::with_manual_clock(&clock).unwrap();
+        let foreign = other.add_group(group.clone());
+        assert_eq!(
+            coordinator.heartbeat_in(&foreign, &member),
+            Err(ErrorCode::GroupIdNotFound)
+        );
+        assert_eq!(
+            coordinator.heartbeat_in(&Arc::new(Group::new(group)), &member),
+            Err(ErrorCode::GroupIdNotFound)
+        );
+        assert_eq!(counts(&coordinator), (1, 1, 1));
+        assert_eq!(other.purgatory().watched(), 0);
     }
 
     #[test]

@@ -39,12 +39,14 @@ use parking_lot::{Mutex, RwLock};
 use super::config::MAX_HANDLER_THREADS;
 use crate::coordinator::GroupCoordinator;
 use crate::error::ErrorCode;
-use crate::id::{GroupId, MemberId};
+use crate::group::Group;
+use crate::id::MemberId;
 
-/// The ids a consumer heartbeats with.
+/// What a consumer heartbeats with: its group, kept from the start as a
+/// client's connection keeps its coordinator, and its member id.
 #[derive(Debug, Clone)]
 pub(super) struct ConsumerIds {
-    pub(super) group: GroupId,
+    pub(super) group: Arc<Group>,
     pub(super) member: MemberId,
 }
 
@@ -326,7 +328,11 @@ fn handle(
             let consumer = &ids[index as usize];
             shared
                 .coordinator
-                .join_group(&consumer.group, &consumer.member, shared.session_timeout)
+                .join_group(
+                    consumer.group.id(),
+                    &consumer.member,
+                    shared.session_timeout,
+                )
                 .expect("a positive session timeout is always accepted");
         }
         return;
@@ -335,7 +341,7 @@ fn handle(
         let consumer = &ids[index as usize];
         match shared
             .coordinator
-            .heartbeat(&consumer.group, &consumer.member)
+            .heartbeat_in(&consumer.group, &consumer.member)
         {
             Ok(()) => {}
             Err(ErrorCode::UnknownMemberId) => rejoins.push(index),
@@ -359,9 +365,12 @@ mod tests {
     ) -> (ManualClock, Handlers) {
         let clock = ManualClock::new();
         let coordinator = GroupCoordinator::with_manual_clock(&clock).unwrap();
+        let kept: Vec<_> = (0..groups)
+            .map(|g| coordinator.add_group(crate::GroupId::new(format!("group-{g}"))))
+            .collect();
         let ids = (0..consumers)
             .map(|i| ConsumerIds {
-                group: GroupId::new(format!("group-{}", i % groups)),
+                group: Arc::clone(&kept[i % groups]),
                 member: MemberId::new(format!("consumer-{i}-0")),
             })
             .collect();

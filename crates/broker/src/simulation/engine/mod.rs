@@ -37,6 +37,7 @@ use super::summary::{Progress, Summary, LATE_HEARTBEAT_MS};
 use parking_lot::RwLock;
 
 use crate::coordinator::GroupCoordinator;
+use crate::group::Group;
 use crate::id::{GroupId, MemberId};
 
 #[derive(Debug)]
@@ -161,14 +162,19 @@ impl<'a> Engine<'a> {
     fn new(config: &'a SimConfig, coordinator: GroupCoordinator, time: Time) -> Self {
         let mut rng = StdRng::seed_from_u64(config.seed);
         let fates = plan_fates(config, &mut rng);
-        // One id per group, shared by its consumers, so that looking a group
-        // up compares pointers, not text.
-        let groups: Vec<GroupId> = (0..config.groups)
-            .map(|g| GroupId::new(format!("group-{g}")))
+        // The groups exist (empty, with member tables sized once) before
+        // anyone joins, and each consumer keeps its group.
+        let per_group = config.consumers.div_ceil(config.groups);
+        let groups: Vec<Arc<Group>> = (0..config.groups)
+            .map(|g| {
+                let group = coordinator.add_group(GroupId::new(format!("group-{g}")));
+                group.with_state(|state| state.members.reserve(per_group));
+                group
+            })
             .collect();
         let ids = (0..config.consumers)
             .map(|index| ConsumerIds {
-                group: groups[index % config.groups].clone(),
+                group: Arc::clone(&groups[index % config.groups]),
                 member: Consumer::member_id(index, 0),
             })
             .collect();
@@ -237,14 +243,6 @@ impl<'a> Engine<'a> {
     /// once; the first heartbeats are drawn here, in consumer order.
     fn start(&mut self) {
         let groups = self.config.groups;
-        let per_group = self.config.consumers.div_ceil(groups);
-        {
-            let ids = self.shared.ids.read();
-            for consumer in ids.iter().take(groups) {
-                let group = self.shared.coordinator.add_group(consumer.group.clone());
-                group.with_state(|state| state.members.reserve(per_group));
-            }
-        }
         for index in 0..self.config.consumers {
             self.handlers.queue(index % groups, index as u32);
             let first = self.rng.gen_range(1..=self.config.heartbeat_interval_ms);
@@ -374,7 +372,7 @@ impl<'a> Engine<'a> {
         let group = {
             let mut ids = self.shared.ids.write();
             ids[index].member = member.clone();
-            ids[index].group.clone()
+            ids[index].group.id().clone()
         };
         self.shared
             .coordinator
