@@ -31,7 +31,7 @@ use timer::ManualClock;
 use super::calendar::Calendar;
 use super::config::{SimConfig, SimError, DETECTION_MARGIN_MS};
 use super::handlers::{ConsumerIds, Handlers, Request, Shared};
-use super::plan::{plan_fates, Fate};
+use super::plan::{plan_fates, Failing, Fate};
 use super::recording::Recording;
 use super::summary::{Progress, Summary, LATE_HEARTBEAT_MS};
 use parking_lot::RwLock;
@@ -106,6 +106,7 @@ pub(super) struct Engine<'a> {
     pub(super) time: Time,
     pub(super) rng: StdRng,
     pub(super) consumers: Vec<Consumer>,
+    pub(super) failing: Failing,
     pub(super) events: Calendar,
     pub(super) generations_at_start: u64,
     pub(super) rejoins: u64,
@@ -153,15 +154,34 @@ pub fn run_recorded(
     }
     engine.run_loop(on_progress);
     let summary = engine.summary();
-    drop(engine.handlers);
-    engine.shared.coordinator.shutdown();
-    Ok((summary, engine.recording))
+    let Engine {
+        handlers,
+        shared,
+        consumers,
+        events,
+        recording,
+        ..
+    } = engine;
+    // Releasing a million members' state (their pending operations, timer
+    // entries and tables) takes a second or more and decides nothing: the
+    // caller gets the summary now, and the state is released on a thread
+    // of its own. If no thread can be started, the closure and with it the
+    // state is dropped right here instead.
+    let _ = std::thread::Builder::new()
+        .name("simulation-teardown".into())
+        .spawn(move || {
+            drop(handlers);
+            shared.coordinator.shutdown();
+            drop((shared, consumers, events));
+        });
+    Ok((summary, recording))
 }
 
 impl<'a> Engine<'a> {
     fn new(config: &'a SimConfig, coordinator: GroupCoordinator, time: Time) -> Self {
         let mut rng = StdRng::seed_from_u64(config.seed);
         let fates = plan_fates(config, &mut rng);
+        let failing = Failing::of(fates.iter());
         // The groups exist (empty, with member tables sized once) before
         // anyone joins, and each consumer keeps its group.
         let per_group = config.consumers.div_ceil(config.groups);
@@ -208,6 +228,7 @@ impl<'a> Engine<'a> {
             time,
             rng,
             consumers,
+            failing,
             // A heartbeat is filed at most an interval and its jitter ahead,
             // a stall's end at most a session timeout and half an interval
             // (or the detection margin) ahead.
@@ -344,13 +365,15 @@ impl<'a> Engine<'a> {
     /// event if it stalls, else a heartbeat queued for the handlers and the
     /// next event one jittered interval later. Whether it queued a heartbeat.
     fn schedule(&mut self, due: u64, index: usize) -> bool {
-        match self.consumers[index].fate {
-            Fate::Crash { at } if due >= at => return false,
-            Fate::Stall { at, until } if (at..until).contains(&due) => {
-                self.events.push(until, index as u32);
-                return false;
+        if self.failing.contains(index) {
+            match self.consumers[index].fate {
+                Fate::Crash { at } if due >= at => return false,
+                Fate::Stall { at, until } if (at..until).contains(&due) => {
+                    self.events.push(until, index as u32);
+                    return false;
+                }
+                _ => {}
             }
-            _ => {}
         }
         self.handlers
             .queue(index % self.config.groups, index as u32);
