@@ -29,6 +29,7 @@
 //! waking a parked thread costs a system call and a scheduling delay), then
 //! parks until the engine wakes it.
 
+use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::{JoinHandle, Thread};
@@ -73,9 +74,10 @@ pub(super) enum Request {
 /// the calling thread.
 const MIN_REQUESTS_TO_SHARE: usize = 64;
 
-/// Heartbeats a handler claims at a time: enough that claiming is rare
-/// next to handling, few enough that the handlers finish a run together.
-const CHUNK: usize = 16;
+/// Requests a handler claims at a time: few, so that a handler the kernel
+/// preempts holds few of them back from the others (claiming costs one
+/// atomic add on a line its owner mostly has to itself).
+const CHUNK: usize = 4;
 
 /// Spin-wait iterations between two looks at the clock.
 const SPINS_PER_CLOCK_READ: u32 = 64;
@@ -179,7 +181,14 @@ impl Handlers {
             // here (which thread handles a request changes no outcome).
             let ids = self.pool.shared.ids.read();
             for queue in &self.queued.queues {
-                handle(&self.pool.shared, &ids, request, queue, &mut self.rejoins);
+                handle(
+                    &self.pool.shared,
+                    &ids,
+                    request,
+                    queue,
+                    0..queue.len(),
+                    &mut self.rejoins,
+                );
             }
             drop(ids);
             self.finish();
@@ -273,18 +282,22 @@ impl Pool {
             let queue = &batch.queues[owner];
             loop {
                 let start = self.next[owner].0.fetch_add(CHUNK, Ordering::Relaxed);
-                let Some(chunk) = queue.get(start..) else {
-                    break;
-                };
-                let chunk = &chunk[..chunk.len().min(CHUNK)];
-                if chunk.is_empty() {
+                let end = queue.len().min(start.saturating_add(CHUNK));
+                if start >= end {
                     break;
                 }
-                handle(&self.shared, &ids, batch.request, chunk, rejoins);
+                handle(
+                    &self.shared,
+                    &ids,
+                    batch.request,
+                    queue,
+                    start..end,
+                    rejoins,
+                );
                 if handler != 0 && !rejoins.is_empty() {
                     self.rejoins.lock().append(rejoins);
                 }
-                self.done.fetch_add(chunk.len(), Ordering::Release);
+                self.done.fetch_add(end - start, Ordering::Release);
             }
         }
     }
@@ -315,16 +328,18 @@ impl Drop for Handlers {
     }
 }
 
-/// Handles the requests of the consumers in `queue`.
+/// Handles the requests of the consumers in `queue[range]` (the rest of
+/// `queue` is only looked ahead at, see [`prefetch_ahead`]).
 fn handle(
     shared: &Shared,
     ids: &[ConsumerIds],
     request: Request,
     queue: &[u32],
+    range: Range<usize>,
     rejoins: &mut Vec<u32>,
 ) {
     if request == Request::Join {
-        for &index in queue {
+        for &index in &queue[range] {
             let consumer = &ids[index as usize];
             shared
                 .coordinator
@@ -337,7 +352,8 @@ fn handle(
         }
         return;
     }
-    for (at, &index) in queue.iter().enumerate() {
+    for at in range {
+        let index = queue[at];
         prefetch_ahead(ids, queue, at);
         let consumer = &ids[index as usize];
         match shared
