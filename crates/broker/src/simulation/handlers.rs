@@ -24,10 +24,11 @@
 //! say which consumers must rejoin, which the engine applies after the run
 //! in consumer order; so the summary is the same for any number of handlers.
 //!
-//! Between runs a pool thread spins for a while (the engine's next run
-//! usually follows within a few hundred microseconds in virtual time, and
-//! waking a parked thread costs a system call and a scheduling delay), then
-//! parks until the engine wakes it.
+//! Between runs a pool thread stays awake for a while, spinning briefly and
+//! then yielding its core (the engine's next run usually follows within a
+//! few hundred microseconds in virtual time, and waking a parked thread
+//! costs a system call and a scheduling delay), then parks until the engine
+//! wakes it.
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -79,8 +80,11 @@ const MIN_REQUESTS_TO_SHARE: usize = 64;
 /// atomic add on a line its owner mostly has to itself).
 const CHUNK: usize = 4;
 
-/// Spin-wait iterations between two looks at the clock.
-const SPINS_PER_CLOCK_READ: u32 = 64;
+/// Spin-wait iterations before a waiting thread starts yielding its core
+/// between looks: a run (or the end of one) usually comes within them, and
+/// on a machine with more runnable threads than cores, the thread it waits
+/// for may need this very core.
+const SPINS_BEFORE_YIELDING: u32 = 256;
 
 /// One run's requests, written by the engine only while no run is on.
 #[derive(Debug)]
@@ -237,7 +241,8 @@ impl Pool {
     }
 
     /// Waits until the engine starts a run after `seen` (its epoch) or
-    /// stops the pool (`None`): spins for [`Pool::spin`], then parks.
+    /// stops the pool (`None`): spins a little, then yields its core until
+    /// [`Pool::spin`] has passed, then parks.
     fn wait_for_run(&self, seen: u64, handler: usize) -> Option<u64> {
         let sleeping = &self.sleeping[handler - 1];
         let mut since = Instant::now();
@@ -250,9 +255,13 @@ impl Pool {
             if epoch != seen {
                 return Some(epoch);
             }
-            spins = spins.wrapping_add(1);
-            if spins % SPINS_PER_CLOCK_READ != 0 || since.elapsed() < self.spin {
+            spins = spins.saturating_add(1);
+            if spins < SPINS_BEFORE_YIELDING {
                 std::hint::spin_loop();
+                continue;
+            }
+            if since.elapsed() < self.spin {
+                std::thread::yield_now();
                 continue;
             }
             // Announce the nap before the last look, so that the engine
@@ -263,6 +272,7 @@ impl Pool {
             }
             sleeping.store(false, Ordering::SeqCst);
             since = Instant::now();
+            spins = 0;
         }
     }
 
@@ -307,7 +317,7 @@ impl Pool {
         let mut spins = 0u32;
         while self.done.load(Ordering::Acquire) < total {
             spins = spins.saturating_add(1);
-            if spins < 1 << 12 {
+            if spins < SPINS_BEFORE_YIELDING {
                 std::hint::spin_loop();
             } else {
                 std::thread::yield_now();
