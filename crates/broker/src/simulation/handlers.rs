@@ -213,11 +213,34 @@ impl Handlers {
             }
         }
         self.pool.work(0, &mut self.rejoins);
-        self.pool.wait_until_done(total);
+        self.wait_until_done(total);
         std::mem::swap(&mut *self.pool.batch.write(), &mut self.queued);
         self.rejoins.append(&mut self.pool.rejoins.lock());
         self.finish();
         &self.rejoins
+    }
+
+    /// Waits (spinning, then yielding) until `total` requests are handled.
+    /// Panics if a pool thread has died (a request handler panicked), as
+    /// its requests would never be handled.
+    fn wait_until_done(&self, total: usize) {
+        let mut spins = 0u32;
+        while self.pool.done.load(Ordering::Acquire) < total {
+            spins = spins.saturating_add(1);
+            if spins < SPINS_BEFORE_YIELDING {
+                std::hint::spin_loop();
+                continue;
+            }
+            let died = self
+                .threads
+                .iter()
+                .any(|(_, handle)| handle.as_ref().is_some_and(JoinHandle::is_finished));
+            assert!(
+                !died,
+                "a request-handler thread died in the middle of a run"
+            );
+            std::thread::yield_now();
+        }
     }
 
     /// Empties the handled queues and sorts the refused consumers.
@@ -308,19 +331,6 @@ impl Pool {
                     self.rejoins.lock().append(rejoins);
                 }
                 self.done.fetch_add(end - start, Ordering::Release);
-            }
-        }
-    }
-
-    /// Waits (spinning, then yielding) until `total` requests are handled.
-    fn wait_until_done(&self, total: usize) {
-        let mut spins = 0u32;
-        while self.done.load(Ordering::Acquire) < total {
-            spins = spins.saturating_add(1);
-            if spins < SPINS_BEFORE_YIELDING {
-                std::hint::spin_loop();
-            } else {
-                std::thread::yield_now();
             }
         }
     }
@@ -491,6 +501,19 @@ mod tests {
         assert_eq!(refused, (0..500).collect::<Vec<u32>>());
         // Nothing queued: an empty run, nothing refused.
         assert!(handlers.run(Request::Heartbeat).is_empty());
+    }
+
+    #[test]
+    #[should_panic(expected = "request-handler thread died")]
+    fn a_handler_that_dies_fails_the_run_instead_of_hanging_it() {
+        let (_clock, mut handlers) = pool(100, 2, 2, Duration::ZERO);
+        // Group 1's joins go to the pool thread; a consumer beyond the
+        // table makes it panic there.
+        for i in 0..100 {
+            handlers.queue(i % 2, i as u32);
+        }
+        handlers.queue(1, 1_000);
+        handlers.run(Request::Join);
     }
 
     #[test]
