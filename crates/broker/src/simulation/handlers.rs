@@ -39,6 +39,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Mutex, RwLock};
 
 use super::config::MAX_HANDLER_THREADS;
+use super::prefetch::{prefetch, prefetch_ahead};
 use crate::coordinator::GroupCoordinator;
 use crate::error::ErrorCode;
 use crate::group::Group;
@@ -374,7 +375,12 @@ fn handle(
     }
     for at in range {
         let index = queue[at];
-        prefetch_ahead(ids, queue, at);
+        prefetch_ahead(ids, queue, at, |consumer| {
+            let group: *const Group = Arc::as_ptr(&consumer.group);
+            prefetch(group);
+            prefetch(group.cast::<u8>().wrapping_add(64));
+            prefetch(consumer.member.as_str().as_ptr());
+        });
         let consumer = &ids[index as usize];
         match shared
             .coordinator
@@ -385,44 +391,6 @@ fn handle(
             Err(other) => log::warn!("heartbeat of {} refused: {other}", consumer.member),
         }
     }
-}
-
-/// How many heartbeats ahead a handler starts fetching a consumer's entry;
-/// half as far ahead, it fetches what the entry points to.
-const PREFETCH_AHEAD: usize = 4;
-
-/// Before the heartbeat at `at` of `queue`: starts fetching the entry of
-/// the consumer [`PREFETCH_AHEAD`] requests later and, for the one half as
-/// far, its group and member id. Each consumer heartbeats every few seconds,
-/// so these lines have long left the caches; fetched early, their misses
-/// overlap the heartbeats before instead of following one another.
-fn prefetch_ahead(ids: &[ConsumerIds], queue: &[u32], at: usize) {
-    if let Some(&far) = queue.get(at + PREFETCH_AHEAD) {
-        prefetch(ids.as_ptr().wrapping_add(far as usize));
-    }
-    if let Some(&near) = queue.get(at + PREFETCH_AHEAD / 2) {
-        let consumer = &ids[near as usize];
-        let group: *const Group = Arc::as_ptr(&consumer.group);
-        prefetch(group);
-        prefetch(group.cast::<u8>().wrapping_add(64));
-        prefetch(consumer.member.as_str().as_ptr());
-    }
-}
-
-/// Starts moving the cache line holding `at` into this core's caches. A
-/// hint only: it never faults, whatever the address, and nothing observes it.
-#[inline(always)]
-fn prefetch<T>(at: *const T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: `prefetch` needs SSE, which every x86-64 target has; and a
-    // prefetch never faults nor reads or writes memory the program can
-    // observe, whatever the address.
-    unsafe {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        _mm_prefetch::<_MM_HINT_T0>(at.cast());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = at;
 }
 
 #[cfg(test)]
