@@ -34,6 +34,7 @@ pub(super) fn prefetch<T>(at: *const T) {
     // SAFETY: `prefetch` needs SSE, which every x86-64 target has; and a
     // prefetch never faults nor reads or writes memory the program can
     // observe, whatever the address.
+    #[allow(unsafe_code)]
     unsafe {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
         _mm_prefetch::<_MM_HINT_T0>(at.cast());
