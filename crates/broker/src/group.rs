@@ -107,6 +107,14 @@ impl Group {
         }
     }
 
+    /// Whether the group reports its expired expectations to `sink` (the
+    /// coordinator that made it).
+    pub(crate) fn reports_to<S: FailureSink>(&self, sink: &Arc<S>) -> bool {
+        self.sink
+            .get()
+            .is_some_and(|own| std::ptr::addr_eq(own.as_ptr(), Arc::as_ptr(sink)))
+    }
+
     /// The group's id.
     pub fn id(&self) -> &GroupId {
         &self.id

@@ -50,6 +50,9 @@
 //! expirations run on the purgatory's executor thread. Model state is behind
 //! `parking_lot` locks that are never held across a purgatory call.
 #![warn(missing_docs, missing_debug_implementations)]
+// `unsafe` is allowed only where it is, with its SAFETY note: the cache
+// prefetch hint of the simulation's request handlers (simulation/prefetch.rs).
+#![deny(unsafe_code)]
 
 pub mod coordinator;
 mod counter;

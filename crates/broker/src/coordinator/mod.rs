@@ -222,8 +222,25 @@ impl GroupCoordinator {
     /// Handles a heartbeat: `UNKNOWN_MEMBER_ID` if the member is not in the
     /// group (it was evicted, or never joined), else resets its session timer.
     pub fn heartbeat(&self, group: &GroupId, member: &MemberId) -> Result<(), ErrorCode> {
+        let Some(group) = self.group(group) else {
+            self.inner.heartbeats.increment();
+            return Err(ErrorCode::GroupIdNotFound);
+        };
+        self.heartbeat_in(&group, member)
+    }
+
+    /// [`GroupCoordinator::heartbeat`] for a caller that keeps the group it
+    /// looked up (with [`GroupCoordinator::group`] or
+    /// [`GroupCoordinator::add_group`]), as a request handler that caches
+    /// the groups of its connections does: the same answer, without the
+    /// group map's lookup and its shared lock. A coordinator never drops a
+    /// group, so a kept group stays valid; `GROUP_ID_NOT_FOUND` if `group`
+    /// is another coordinator's.
+    pub fn heartbeat_in(&self, group: &Arc<Group>, member: &MemberId) -> Result<(), ErrorCode> {
         self.inner.heartbeats.increment();
-        let group = self.group(group).ok_or(ErrorCode::GroupIdNotFound)?;
+        if !group.reports_to(&self.inner) {
+            return Err(ErrorCode::GroupIdNotFound);
+        }
         let _guard = group.lock();
         let now = self.now_ms();
         let renewed = group.with_state(|state| {
@@ -237,7 +254,7 @@ impl GroupCoordinator {
         });
         let (token, session_timeout) = renewed.ok_or(ErrorCode::UnknownMemberId)?;
         self.inner
-            .complete_and_schedule_next(&group, member, token, session_timeout);
+            .complete_and_schedule_next(group, member, token, session_timeout);
         Ok(())
     }
 
@@ -384,91 +401,4 @@ impl FailureSink for CoordinatorInner {
 }
 
 #[cfg(test)]
-mod tests {
-    //! Kafka's GroupCoordinatorTest heartbeat scenarios, on a manual clock.
-    use super::*;
-
-    fn setup(session_ms: u64) -> (ManualClock, GroupCoordinator, GroupId, MemberId) {
-        let clock = ManualClock::new();
-        let coordinator = GroupCoordinator::with_manual_clock(&clock).unwrap();
-        let group = GroupId::new("group");
-        let member = MemberId::new("member-1");
-        let joined = coordinator
-            .join_group(&group, &member, Duration::from_millis(session_ms))
-            .unwrap();
-        assert_eq!(
-            joined,
-            JoinResult {
-                generation: 1,
-                members: 1
-            }
-        );
-        (clock, coordinator, group, member)
-    }
-
-    fn advance(clock: &ManualClock, coordinator: &GroupCoordinator, ms: u64) {
-        for _ in 0..ms {
-            clock.advance_ms(1);
-            while coordinator.advance_clock(Duration::ZERO) {}
-        }
-    }
-
-    fn counts(coordinator: &GroupCoordinator) -> (usize, usize, usize) {
-        let p = coordinator.purgatory();
-        (coordinator.alive_members(), p.watched(), p.delayed())
-    }
-
-    #[test]
-    fn session_timeout_evicts() {
-        // testSessionTimeout: advance session + 100, heartbeat is refused.
-        let (clock, coordinator, group, member) = setup(500);
-        advance(&clock, &coordinator, 600);
-        assert_eq!(
-            coordinator.heartbeat(&group, &member),
-            Err(ErrorCode::UnknownMemberId)
-        );
-        assert_eq!(counts(&coordinator), (0, 0, 0));
-    }
-
-    #[test]
-    fn heartbeat_maintains_session() {
-        // testHeartbeatMaintainsSession: session 1000, +500 hb, +600 hb.
-        let (clock, coordinator, group, member) = setup(1000);
-        advance(&clock, &coordinator, 500);
-        assert_eq!(coordinator.heartbeat(&group, &member), Ok(()));
-        advance(&clock, &coordinator, 600);
-        assert_eq!(coordinator.heartbeat(&group, &member), Ok(()));
-        assert_eq!(counts(&coordinator), (1, 1, 1));
-        assert_eq!(coordinator.eviction_count(), 0);
-        assert_eq!(coordinator.heartbeats_handled(), 2);
-    }
-
-    #[test]
-    fn leave_completes_the_expectation_without_eviction() {
-        // testCompleteHeartbeatWithMemberAlreadyRemoved.
-        let (clock, coordinator, group, member) = setup(1000);
-        assert_eq!(coordinator.leave_group(&group, &member), Ok(()));
-        assert_eq!(counts(&coordinator), (0, 0, 0));
-        advance(&clock, &coordinator, 2000);
-        assert_eq!(coordinator.eviction_count(), 0);
-        assert_eq!(coordinator.group(&group).unwrap().generation(), 2);
-        assert_eq!(
-            coordinator.leave_group(&group, &member),
-            Err(ErrorCode::UnknownMemberId)
-        );
-    }
-
-    #[test]
-    fn unknown_group_and_bad_session() {
-        let clock = ManualClock::new();
-        let coordinator = GroupCoordinator::with_manual_clock(&clock).unwrap();
-        assert_eq!(
-            coordinator.heartbeat(&"nope".into(), &"m".into()),
-            Err(ErrorCode::GroupIdNotFound)
-        );
-        assert_eq!(
-            coordinator.join_group(&"g".into(), &"m".into(), Duration::ZERO),
-            Err(ErrorCode::InvalidSessionTimeout)
-        );
-    }
-}
+mod tests;

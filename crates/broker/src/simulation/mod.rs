@@ -61,6 +61,7 @@ mod config;
 mod engine;
 mod handlers;
 mod plan;
+mod prefetch;
 mod recording;
 mod report;
 mod summary;

@@ -32,6 +32,34 @@ impl Fate {
     }
 }
 
+/// Which consumers have a failure planned, one bit each: the engine looks
+/// at every heartbeat whether the consumer's fate matters, and a million
+/// bits stay in a core's cache where a million [`Fate`]s do not.
+#[derive(Debug, Default)]
+pub(super) struct Failing {
+    words: Vec<u64>,
+}
+
+impl Failing {
+    /// The consumers whose fate is not [`Fate::Healthy`].
+    pub(super) fn of<'a>(fates: impl ExactSizeIterator<Item = &'a Fate>) -> Self {
+        let mut words = vec![0u64; fates.len().div_ceil(64)];
+        for (index, fate) in fates.enumerate() {
+            if *fate != Fate::Healthy {
+                words[index / 64] |= 1 << (index % 64);
+            }
+        }
+        Failing { words }
+    }
+
+    /// Whether consumer `index` has a failure planned.
+    pub(super) fn contains(&self, index: usize) -> bool {
+        self.words
+            .get(index / 64)
+            .is_some_and(|word| word & (1 << (index % 64)) != 0)
+    }
+}
+
 /// Picks exactly `planned_crashes` crashing and `planned_stalls` stalling
 /// consumers, and when each failure starts (within the injection window) and,
 /// for a stall, when it ends: a quarter to half a heartbeat interval (but at
@@ -90,5 +118,26 @@ mod tests {
             }
         }
         assert_eq!((crashes, stalls), (10, 10));
+    }
+
+    #[test]
+    fn failing_holds_exactly_the_planned_failures() {
+        let config = SimConfig::small_for_tests(11);
+        let mut rng = StdRng::seed_from_u64(11);
+        let fates = plan_fates(&config, &mut rng);
+        let failing = Failing::of(fates.iter());
+        for (index, fate) in fates.iter().enumerate() {
+            assert_eq!(failing.contains(index), *fate != Fate::Healthy, "{index}");
+        }
+        assert!(!failing.contains(fates.len() + 64), "beyond the consumers");
+        let edges = [
+            Fate::Crash { at: 1 },
+            Fate::Healthy,
+            Fate::Stall { at: 1, until: 2 },
+        ];
+        let fates: Vec<Fate> = (0..130).map(|i| edges[i % 3]).collect();
+        let failing = Failing::of(fates.iter());
+        assert!(failing.contains(0) && !failing.contains(64) && failing.contains(65));
+        assert!(failing.contains(129) && !failing.contains(130));
     }
 }

@@ -31,12 +31,13 @@ use timer::ManualClock;
 use super::calendar::Calendar;
 use super::config::{SimConfig, SimError, DETECTION_MARGIN_MS};
 use super::handlers::{ConsumerIds, Handlers, Request, Shared};
-use super::plan::{plan_fates, Fate};
+use super::plan::{plan_fates, Failing, Fate};
 use super::recording::Recording;
 use super::summary::{Progress, Summary, LATE_HEARTBEAT_MS};
 use parking_lot::RwLock;
 
 use crate::coordinator::GroupCoordinator;
+use crate::group::Group;
 use crate::id::{GroupId, MemberId};
 
 #[derive(Debug)]
@@ -83,6 +84,15 @@ impl Consumer {
     }
 }
 
+/// How long an idle request handler spins for the next run in virtual time:
+/// longer than the engine's own work between two milliseconds' runs, so a
+/// handler seldom parks while the engine runs flat out.
+const VIRTUAL_TIME_SPIN: Duration = Duration::from_millis(1);
+
+/// The same in real time, where runs are a millisecond or more apart and
+/// spinning would take the CPU the engine and the reaper need.
+const REAL_TIME_SPIN: Duration = Duration::from_micros(50);
+
 /// The time source of a run: virtual (manual clock) or real.
 pub(super) enum Time {
     Virtual(ManualClock),
@@ -96,6 +106,7 @@ pub(super) struct Engine<'a> {
     pub(super) time: Time,
     pub(super) rng: StdRng,
     pub(super) consumers: Vec<Consumer>,
+    pub(super) failing: Failing,
     pub(super) events: Calendar,
     pub(super) generations_at_start: u64,
     pub(super) rejoins: u64,
@@ -143,23 +154,47 @@ pub fn run_recorded(
     }
     engine.run_loop(on_progress);
     let summary = engine.summary();
-    drop(engine.handlers);
-    engine.shared.coordinator.shutdown();
-    Ok((summary, engine.recording))
+    let Engine {
+        handlers,
+        shared,
+        consumers,
+        events,
+        recording,
+        ..
+    } = engine;
+    // Releasing a million members' state (their pending operations, timer
+    // entries and tables) takes a second or more and decides nothing: the
+    // caller gets the summary now, and the state is released on a thread
+    // of its own. If no thread can be started, the closure and with it the
+    // state is dropped right here instead.
+    let _ = std::thread::Builder::new()
+        .name("simulation-teardown".into())
+        .spawn(move || {
+            drop(handlers);
+            shared.coordinator.shutdown();
+            drop((shared, consumers, events));
+        });
+    Ok((summary, recording))
 }
 
 impl<'a> Engine<'a> {
     fn new(config: &'a SimConfig, coordinator: GroupCoordinator, time: Time) -> Self {
         let mut rng = StdRng::seed_from_u64(config.seed);
         let fates = plan_fates(config, &mut rng);
-        // One id per group, shared by its consumers, so that looking a group
-        // up compares pointers, not text.
-        let groups: Vec<GroupId> = (0..config.groups)
-            .map(|g| GroupId::new(format!("group-{g}")))
+        let failing = Failing::of(fates.iter());
+        // The groups exist (empty, with member tables sized once) before
+        // anyone joins, and each consumer keeps its group.
+        let per_group = config.consumers.div_ceil(config.groups);
+        let groups: Vec<Arc<Group>> = (0..config.groups)
+            .map(|g| {
+                let group = coordinator.add_group(GroupId::new(format!("group-{g}")));
+                group.with_state(|state| state.members.reserve(per_group));
+                group
+            })
             .collect();
         let ids = (0..config.consumers)
             .map(|index| ConsumerIds {
-                group: groups[index % config.groups].clone(),
+                group: Arc::clone(&groups[index % config.groups]),
                 member: Consumer::member_id(index, 0),
             })
             .collect();
@@ -180,11 +215,20 @@ impl<'a> Engine<'a> {
         });
         Engine {
             config,
-            handlers: Handlers::new(Arc::clone(&shared), config.handler_threads),
+            handlers: Handlers::new(
+                Arc::clone(&shared),
+                config.handler_threads,
+                if config.virtual_time {
+                    VIRTUAL_TIME_SPIN
+                } else {
+                    REAL_TIME_SPIN
+                },
+            ),
             shared,
             time,
             rng,
             consumers,
+            failing,
             // A heartbeat is filed at most an interval and its jitter ahead,
             // a stall's end at most a session timeout and half an interval
             // (or the detection margin) ahead.
@@ -220,14 +264,6 @@ impl<'a> Engine<'a> {
     /// once; the first heartbeats are drawn here, in consumer order.
     fn start(&mut self) {
         let groups = self.config.groups;
-        let per_group = self.config.consumers.div_ceil(groups);
-        {
-            let ids = self.shared.ids.read();
-            for consumer in ids.iter().take(groups) {
-                let group = self.shared.coordinator.add_group(consumer.group.clone());
-                group.with_state(|state| state.members.reserve(per_group));
-            }
-        }
         for index in 0..self.config.consumers {
             self.handlers.queue(index % groups, index as u32);
             let first = self.rng.gen_range(1..=self.config.heartbeat_interval_ms);
@@ -329,13 +365,15 @@ impl<'a> Engine<'a> {
     /// event if it stalls, else a heartbeat queued for the handlers and the
     /// next event one jittered interval later. Whether it queued a heartbeat.
     fn schedule(&mut self, due: u64, index: usize) -> bool {
-        match self.consumers[index].fate {
-            Fate::Crash { at } if due >= at => return false,
-            Fate::Stall { at, until } if (at..until).contains(&due) => {
-                self.events.push(until, index as u32);
-                return false;
+        if self.failing.contains(index) {
+            match self.consumers[index].fate {
+                Fate::Crash { at } if due >= at => return false,
+                Fate::Stall { at, until } if (at..until).contains(&due) => {
+                    self.events.push(until, index as u32);
+                    return false;
+                }
+                _ => {}
             }
-            _ => {}
         }
         self.handlers
             .queue(index % self.config.groups, index as u32);
@@ -357,7 +395,7 @@ impl<'a> Engine<'a> {
         let group = {
             let mut ids = self.shared.ids.write();
             ids[index].member = member.clone();
-            ids[index].group.clone()
+            ids[index].group.id().clone()
         };
         self.shared
             .coordinator

@@ -1,0 +1,120 @@
+//! Kafka's GroupCoordinatorTest heartbeat scenarios, on a manual clock.
+use super::*;
+
+fn setup(session_ms: u64) -> (ManualClock, GroupCoordinator, GroupId, MemberId) {
+    let clock = ManualClock::new();
+    let coordinator = GroupCoordinator::with_manual_clock(&clock).unwrap();
+    let group = GroupId::new("group");
+    let member = MemberId::new("member-1");
+    let joined = coordinator
+        .join_group(&group, &member, Duration::from_millis(session_ms))
+        .unwrap();
+    assert_eq!(
+        joined,
+        JoinResult {
+            generation: 1,
+            members: 1
+        }
+    );
+    (clock, coordinator, group, member)
+}
+
+fn advance(clock: &ManualClock, coordinator: &GroupCoordinator, ms: u64) {
+    for _ in 0..ms {
+        clock.advance_ms(1);
+        while coordinator.advance_clock(Duration::ZERO) {}
+    }
+}
+
+fn counts(coordinator: &GroupCoordinator) -> (usize, usize, usize) {
+    let p = coordinator.purgatory();
+    (coordinator.alive_members(), p.watched(), p.delayed())
+}
+
+#[test]
+fn session_timeout_evicts() {
+    // testSessionTimeout: advance session + 100, heartbeat is refused.
+    let (clock, coordinator, group, member) = setup(500);
+    advance(&clock, &coordinator, 600);
+    assert_eq!(
+        coordinator.heartbeat(&group, &member),
+        Err(ErrorCode::UnknownMemberId)
+    );
+    assert_eq!(counts(&coordinator), (0, 0, 0));
+}
+
+#[test]
+fn heartbeat_maintains_session() {
+    // testHeartbeatMaintainsSession: session 1000, +500 hb, +600 hb.
+    let (clock, coordinator, group, member) = setup(1000);
+    advance(&clock, &coordinator, 500);
+    assert_eq!(coordinator.heartbeat(&group, &member), Ok(()));
+    advance(&clock, &coordinator, 600);
+    assert_eq!(coordinator.heartbeat(&group, &member), Ok(()));
+    assert_eq!(counts(&coordinator), (1, 1, 1));
+    assert_eq!(coordinator.eviction_count(), 0);
+    assert_eq!(coordinator.heartbeats_handled(), 2);
+}
+
+#[test]
+fn leave_completes_the_expectation_without_eviction() {
+    // testCompleteHeartbeatWithMemberAlreadyRemoved.
+    let (clock, coordinator, group, member) = setup(1000);
+    assert_eq!(coordinator.leave_group(&group, &member), Ok(()));
+    assert_eq!(counts(&coordinator), (0, 0, 0));
+    advance(&clock, &coordinator, 2000);
+    assert_eq!(coordinator.eviction_count(), 0);
+    assert_eq!(coordinator.group(&group).unwrap().generation(), 2);
+    assert_eq!(
+        coordinator.leave_group(&group, &member),
+        Err(ErrorCode::UnknownMemberId)
+    );
+}
+
+#[test]
+fn heartbeat_in_a_kept_group_is_a_heartbeat() {
+    let (clock, coordinator, group, member) = setup(1000);
+    let kept = coordinator.group(&group).unwrap();
+    advance(&clock, &coordinator, 600);
+    assert_eq!(coordinator.heartbeat_in(&kept, &member), Ok(()));
+    advance(&clock, &coordinator, 600);
+    assert_eq!(
+        counts(&coordinator),
+        (1, 1, 1),
+        "the heartbeat renewed the session"
+    );
+    assert_eq!(coordinator.eviction_count(), 0);
+    assert_eq!(
+        coordinator.heartbeat_in(&kept, &"stranger".into()),
+        Err(ErrorCode::UnknownMemberId)
+    );
+    assert_eq!(coordinator.heartbeats_handled(), 2);
+    // A group of another coordinator (even with the same id) is refused
+    // and arms nothing here.
+    let other = GroupCoordinator::with_manual_clock(&clock).unwrap();
+    let foreign = other.add_group(group.clone());
+    assert_eq!(
+        coordinator.heartbeat_in(&foreign, &member),
+        Err(ErrorCode::GroupIdNotFound)
+    );
+    assert_eq!(
+        coordinator.heartbeat_in(&Arc::new(Group::new(group)), &member),
+        Err(ErrorCode::GroupIdNotFound)
+    );
+    assert_eq!(counts(&coordinator), (1, 1, 1));
+    assert_eq!(other.purgatory().watched(), 0);
+}
+
+#[test]
+fn unknown_group_and_bad_session() {
+    let clock = ManualClock::new();
+    let coordinator = GroupCoordinator::with_manual_clock(&clock).unwrap();
+    assert_eq!(
+        coordinator.heartbeat(&"nope".into(), &"m".into()),
+        Err(ErrorCode::GroupIdNotFound)
+    );
+    assert_eq!(
+        coordinator.join_group(&"g".into(), &"m".into(), Duration::ZERO),
+        Err(ErrorCode::InvalidSessionTimeout)
+    );
+}
