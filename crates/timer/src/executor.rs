@@ -41,7 +41,7 @@ enum Job<T> {
 }
 
 /// Tasks waiting above which [`Executor::wait_for_room`] holds its caller:
-/// 256 of the clock's chunks.
+/// 64 of the clock's chunks.
 pub(crate) const BACKLOG_HIGH: usize = 65536;
 /// Tasks waiting at which a held caller goes on: enough left for the
 /// executor to run while the caller wakes up and hands over more.

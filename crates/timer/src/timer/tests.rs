@@ -166,7 +166,7 @@ fn a_shutdown_during_a_chunked_hand_over_loses_no_task() {
     use std::sync::OnceLock;
     use std::time::Instant;
 
-    const N: usize = 1_000; // several flush chunks
+    const N: usize = 4 * wakeup::FLUSH_CHUNK; // several flush chunks
     let clock = ManualClock::new();
     let timer: Arc<Timer> = Arc::new(
         TimerBuilder::new()
