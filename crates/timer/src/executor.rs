@@ -18,16 +18,18 @@
 //! wait here instead of in the wheel), and an unbounded backlog holds a
 //! second copy of a burst's tasks in memory that the allocator maps and
 //! unmaps over and over, at the clock thread's expense; when the two threads
-//! share a CPU, that cost delays the tasks themselves. An executor that
-//! makes no progress for [`STALL`] (a slow or blocked task) lifts the bound
-//! until it finishes a job, so the clock is never held by a task.
+//! share a CPU, that cost delays the tasks themselves. The hold is never
+//! long: an executor that runs no task for [`STALL`] (a slow or blocked
+//! task) lifts the bound until it runs one, a hold ends after [`HOLD_MAX`]
+//! whatever the backlog, and [`Executor::release_held`] (the reaper's stop)
+//! or [`Executor::close`] end it at once.
 
 use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::{self, JoinHandle, ThreadId};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
@@ -46,8 +48,12 @@ pub(crate) const BACKLOG_HIGH: usize = 65536;
 /// Tasks waiting at which a held caller goes on: enough left for the
 /// executor to run while the caller wakes up and hands over more.
 pub(crate) const BACKLOG_LOW: usize = 32768;
-/// How long an executor may finish no job before the bound is lifted.
+/// How long an executor may run no task before the bound is lifted.
 pub(crate) const STALL: Duration = Duration::from_millis(1);
+/// The longest one call of [`Executor::wait_for_room`] holds its caller,
+/// even while the executor makes progress (others may keep its backlog
+/// up by submitting directly).
+pub(crate) const HOLD_MAX: Duration = Duration::from_millis(20);
 
 pub(crate) struct Executor<T> {
     /// `None` once closed. Submitting takes this lock only for the send,
@@ -62,16 +68,21 @@ pub(crate) struct Executor<T> {
 struct Backlog {
     /// Tasks accepted and not yet run.
     tasks: AtomicUsize,
-    /// Jobs finished: moves whenever the executor makes progress.
-    jobs_done: AtomicUsize,
-    /// `jobs_done` when the executor was last found stalled, plus one (0:
-    /// never): the bound is lifted while `jobs_done` stays there.
+    /// Tasks run so far, stored (not added to) by the executor thread after
+    /// each task: moves whenever the executor makes progress.
+    ran: AtomicUsize,
+    /// `ran` when the executor was last found stalled, plus one (0: never):
+    /// the bound is lifted while `ran` stays there.
     stalled_at: AtomicUsize,
+    /// Bumped to let every held caller go (see `release_held`).
+    releases: AtomicUsize,
     /// Callers held in `wait_for_room`.
     waiting: AtomicUsize,
     closed: AtomicBool,
-    /// How long the executor may finish no job before the bound is lifted.
+    /// [`STALL`], or a test's.
     stall: Duration,
+    /// [`HOLD_MAX`], or a test's.
+    hold_max: Duration,
     lock: Mutex<()>,
     room: Condvar,
 }
@@ -83,7 +94,6 @@ impl Backlog {
         // SeqCst pairs with the waiter's: either it sees the lower count, or
         // this sees it waiting (see `wait_for_room`).
         let left = self.tasks.fetch_sub(tasks, Ordering::SeqCst) - tasks;
-        self.jobs_done.fetch_add(1, Ordering::SeqCst);
         if left <= BACKLOG_LOW && self.waiting.load(Ordering::SeqCst) > 0 {
             self.wake();
         }
@@ -98,20 +108,27 @@ impl Backlog {
 impl<T: TimerTask> Executor<T> {
     /// Starts the executor thread, named `executor-<timer name>` as in Kafka.
     pub(crate) fn start(timer_name: &str) -> std::io::Result<Self> {
-        Self::start_with_stall(timer_name, STALL)
+        Self::start_with_limits(timer_name, STALL, HOLD_MAX)
     }
 
-    /// [`start`](Self::start) with `stall` in place of [`STALL`].
-    fn start_with_stall(timer_name: &str, stall: Duration) -> std::io::Result<Self> {
+    /// [`start`](Self::start) with `stall` and `hold_max` in place of
+    /// [`STALL`] and [`HOLD_MAX`].
+    fn start_with_limits(
+        timer_name: &str,
+        stall: Duration,
+        hold_max: Duration,
+    ) -> std::io::Result<Self> {
         let (sender, receiver) = mpsc::channel::<Job<T>>();
         let name = timer_name.to_owned();
         let backlog = Arc::new(Backlog {
             tasks: AtomicUsize::new(0),
-            jobs_done: AtomicUsize::new(0),
+            ran: AtomicUsize::new(0),
             stalled_at: AtomicUsize::new(0),
+            releases: AtomicUsize::new(0),
             waiting: AtomicUsize::new(0),
             closed: AtomicBool::new(false),
             stall,
+            hold_max,
             lock: Mutex::new(()),
             room: Condvar::new(),
         });
@@ -120,15 +137,23 @@ impl<T: TimerTask> Executor<T> {
             thread::Builder::new()
                 .name(format!("executor-{timer_name}"))
                 .spawn(move || {
+                    // Only this thread writes `ran`: a plain store per task,
+                    // not a read-modify-write.
+                    let mut ran = 0usize;
+                    let mut run = |task| {
+                        run_task(&name, task);
+                        ran = ran.wrapping_add(1);
+                        backlog.ran.store(ran, Ordering::Relaxed);
+                    };
                     for job in receiver {
                         match job {
                             Job::Run(task) => {
-                                run_task(&name, task);
+                                run(task);
                                 backlog.done(1);
                             }
                             Job::Batch(tasks) => {
                                 let count = tasks.len();
-                                tasks.into_iter().for_each(|t| run_task(&name, t));
+                                tasks.into_iter().for_each(&mut run);
                                 backlog.done(count);
                             }
                             Job::Barrier(done) => {
@@ -190,28 +215,42 @@ impl<T: TimerTask> Executor<T> {
 
     /// Holds the caller while more than [`BACKLOG_HIGH`] tasks wait, until
     /// no more than [`BACKLOG_LOW`] do (see the module docs). Returns at once
-    /// on the executor thread itself (it would wait for itself), once the
-    /// executor is closed, and while the executor is stalled: when it
-    /// finishes no job for [`STALL`], the bound is lifted until it does.
+    /// on the executor thread itself (it would wait for itself), and while
+    /// the executor is stalled: when it runs no task for [`STALL`], the bound
+    /// is lifted until it runs one. A hold ends after [`HOLD_MAX`] at most,
+    /// and at once when the executor closes or [`release_held`] is called.
+    ///
+    /// [`release_held`]: Executor::release_held
     pub(crate) fn wait_for_room(&self) {
         let b = &*self.backlog;
         if b.tasks.load(Ordering::Relaxed) <= BACKLOG_HIGH
             || thread::current().id() == self.thread_id
-            || b.stalled_at.load(Ordering::Relaxed) == b.jobs_done.load(Ordering::Relaxed) + 1
+            || b.stalled_at.load(Ordering::Relaxed) == b.ran.load(Ordering::Relaxed).wrapping_add(1)
         {
             return;
         }
+        let started = Instant::now();
         let mut guard = b.lock.lock();
+        let releases = b.releases.load(Ordering::SeqCst);
         b.waiting.fetch_add(1, Ordering::SeqCst);
         loop {
-            if b.tasks.load(Ordering::SeqCst) <= BACKLOG_LOW || b.closed.load(Ordering::SeqCst) {
+            if b.tasks.load(Ordering::SeqCst) <= BACKLOG_LOW
+                || b.closed.load(Ordering::SeqCst)
+                || b.releases.load(Ordering::SeqCst) != releases
+                || started.elapsed() >= b.hold_max
+            {
                 break;
             }
-            let before = b.jobs_done.load(Ordering::SeqCst);
-            if b.room.wait_for(&mut guard, b.stall).timed_out()
-                && b.jobs_done.load(Ordering::SeqCst) == before
+            let before = b.ran.load(Ordering::Relaxed);
+            let wait = b.stall.min(b.hold_max.saturating_sub(started.elapsed()));
+            // A stall is a whole `stall` without a task run, not the end of
+            // a shorter wait cut by `hold_max`.
+            if b.room.wait_for(&mut guard, wait).timed_out()
+                && wait == b.stall
+                && b.ran.load(Ordering::Relaxed) == before
             {
-                b.stalled_at.store(before + 1, Ordering::Relaxed);
+                b.stalled_at
+                    .store(before.wrapping_add(1), Ordering::Relaxed);
                 log::debug!(
                     "timer executor stalled: backlog of {} tasks",
                     self.backlog()
@@ -220,6 +259,14 @@ impl<T: TimerTask> Executor<T> {
             }
         }
         b.waiting.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// Lets every caller held in [`wait_for_room`](Self::wait_for_room) go
+    /// at once; callers after this one are held as before. The reaper's stop
+    /// calls it, so that stopping never waits for a backlog to drain.
+    pub(crate) fn release_held(&self) {
+        self.backlog.releases.fetch_add(1, Ordering::SeqCst);
+        self.backlog.wake();
     }
 
     /// Blocks until every task submitted before the call has run. Returns at
@@ -329,8 +376,9 @@ mod tests {
     }
 
     /// An executor whose thread waits at a gate until `open` is sent to.
-    fn gated(stall: Duration) -> (Executor<Task>, mpsc::Sender<()>) {
-        let executor: Executor<Task> = Executor::start_with_stall("gated", stall).unwrap();
+    fn gated(stall: Duration, hold_max: Duration) -> (Executor<Task>, mpsc::Sender<()>) {
+        let executor: Executor<Task> =
+            Executor::start_with_limits("gated", stall, hold_max).unwrap();
         let (open, gate) = mpsc::channel::<()>();
         executor
             .submit(Box::new(move || gate.recv().unwrap()))
@@ -353,21 +401,17 @@ mod tests {
     #[test]
     fn a_held_caller_goes_on_once_the_backlog_is_down_to_low() {
         // A stall far longer than the test: only the backlog can let it go.
-        let (executor, open) = gated(Duration::from_secs(60));
+        let (executor, open) = gated(Duration::from_secs(60), Duration::from_secs(60));
         let ran = Arc::new(AtomicUsize::new(0));
         for _ in 0..(BACKLOG_HIGH + 2 * BACKLOG_LOW) / 64 {
             executor.submit_batch(counting(&ran, 64)).ok().unwrap();
         }
         assert!(executor.backlog() > BACKLOG_HIGH);
         std::thread::scope(|s| {
-            s.spawn(|| {
-                // Opens the gate once the caller is held, not before.
-                while executor.backlog.waiting.load(Ordering::SeqCst) == 0 {
-                    std::thread::yield_now();
-                }
-                open.send(()).unwrap();
-            });
-            executor.wait_for_room();
+            // The gate opens once the caller is held, not before.
+            let waiter = held(s, &executor);
+            open.send(()).unwrap();
+            waiter.join().unwrap();
         });
         // Nothing adds meanwhile, so the backlog only falls from here.
         assert!(executor.backlog() <= BACKLOG_LOW, "{}", executor.backlog());
@@ -380,7 +424,7 @@ mod tests {
     fn gated_over_the_bound(
         stall: Duration,
     ) -> (Executor<Task>, mpsc::Sender<()>, Arc<AtomicUsize>) {
-        let (executor, open) = gated(stall);
+        let (executor, open) = gated(stall, Duration::from_secs(60));
         let ran = Arc::new(AtomicUsize::new(0));
         executor
             .submit_batch(counting(&ran, BACKLOG_HIGH + 1))
@@ -406,9 +450,8 @@ mod tests {
     fn a_held_caller_goes_on_when_the_executor_closes() {
         let (executor, open, ran) = gated_over_the_bound(Duration::from_secs(60));
         std::thread::scope(|s| {
-            let waiter = s.spawn(|| executor.wait_for_room());
-            // Closing joins the thread, which needs the gate open; the
-            // waiter goes on either way.
+            let waiter = held(s, &executor);
+            // Closing joins the thread, which needs the gate open.
             open.send(()).unwrap();
             executor.close();
             waiter.join().unwrap();
@@ -416,10 +459,59 @@ mod tests {
         assert_eq!(ran.load(Ordering::SeqCst), BACKLOG_HIGH + 1);
     }
 
+    /// Starts a caller held in `wait_for_room` on `executor` (whose backlog
+    /// is over the bound) and returns once it is held.
+    fn held<'s>(
+        s: &'s std::thread::Scope<'s, '_>,
+        executor: &'s Executor<Task>,
+    ) -> std::thread::ScopedJoinHandle<'s, ()> {
+        let waiter = s.spawn(|| executor.wait_for_room());
+        while executor.backlog.waiting.load(Ordering::SeqCst) == 0 {
+            std::thread::yield_now();
+        }
+        waiter
+    }
+
+    #[test]
+    fn release_held_lets_a_held_caller_go() {
+        let (executor, open, ran) = gated_over_the_bound(Duration::from_secs(60));
+        std::thread::scope(|s| {
+            let waiter = held(s, &executor);
+            executor.release_held();
+            waiter.join().unwrap();
+        });
+        assert_eq!(ran.load(Ordering::SeqCst), 0, "released, not drained");
+        open.send(()).unwrap();
+        executor.close();
+        assert_eq!(ran.load(Ordering::SeqCst), BACKLOG_HIGH + 1);
+    }
+
+    #[test]
+    fn a_hold_ends_after_hold_max_whatever_the_backlog() {
+        let (executor, open) = gated(Duration::from_secs(60), Duration::from_millis(5));
+        let ran = Arc::new(AtomicUsize::new(0));
+        executor
+            .submit_batch(counting(&ran, BACKLOG_HIGH + 1))
+            .ok()
+            .unwrap();
+        // Neither stalled (for a minute) nor drained: only the cap ends it.
+        executor.wait_for_room();
+        assert_eq!(ran.load(Ordering::SeqCst), 0);
+        open.send(()).unwrap();
+        executor.close();
+        assert_eq!(ran.load(Ordering::SeqCst), BACKLOG_HIGH + 1);
+    }
+
     #[test]
     fn the_executor_thread_is_never_held() {
-        let executor =
-            Arc::new(Executor::<Task>::start_with_stall("self", Duration::from_secs(60)).unwrap());
+        let executor = Arc::new(
+            Executor::<Task>::start_with_limits(
+                "self",
+                Duration::from_secs(60),
+                Duration::from_secs(60),
+            )
+            .unwrap(),
+        );
         let ran = Arc::new(AtomicUsize::new(0));
         let (done, finished) = mpsc::channel();
         let inner = executor.clone();

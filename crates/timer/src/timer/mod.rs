@@ -362,6 +362,9 @@ impl<T: TimerTask> Timer<T> {
     /// the reaper to stop promptly).
     pub(crate) fn wake(&self) {
         self.queue.wake();
+        // A reaper held by the executor's backlog (see `advance_clock`)
+        // goes on at once too.
+        self.executor.release_held();
     }
 }
 

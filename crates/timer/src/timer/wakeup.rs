@@ -122,11 +122,12 @@ impl<T: TimerTask> Timer<T> {
     /// down), then expires everything due by the clock, handing expired tasks
     /// to the executor. Returns whether any bucket was due.
     ///
-    /// While more than a few thousand expired tasks wait for the executor,
-    /// the call waits for it to catch up before it expires more (holding no
-    /// lock: adds and cancels go on); it waits no longer once the executor
-    /// has finished nothing for a millisecond (a task that blocks), so a
-    /// task never holds the clock.
+    /// While more than 65,536 expired tasks wait for the executor, the call
+    /// waits for it to catch up to 32,768 before it expires more (holding no
+    /// lock: adds and cancels go on). It waits no longer than 20 ms at a
+    /// time, not at all while the executor has run nothing for a
+    /// millisecond (a task that blocks), so a task never holds the clock,
+    /// and a stopping reaper is let go at once.
     pub fn advance_clock(&self, timeout: Duration) -> bool {
         if self.is_shut_down() || !self.queue.wait_until_due(timeout) {
             return false;
