@@ -3,10 +3,11 @@
 //! their last key, the timeout, `cancel`, `cancel_for_key`. Their waiters
 //! learn the outcome, and nothing of them is left watched.
 
-use std::future::Future;
+mod common;
+use common::ready_now;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use purgatory::{DelayedOperation, ManualClock, Operation, Outcome, Purgatory};
@@ -81,23 +82,11 @@ fn run(keys: u32, awaited: bool, end: End) {
     let what = format!("{keys} keys, awaited {awaited}, {end:?}");
     assert_eq!(op.outcome(), Some(want), "{what}");
     if let Some(waiting) = waiting {
-        assert_eq!(outcome_now(waiting), Some(want), "{what}");
+        assert_eq!(ready_now(waiting), Some(want), "{what}");
     }
     purgatory.purge();
     assert_eq!((purgatory.watched(), purgatory.delayed()), (0, 0), "{what}");
     assert_eq!(purgatory.watched_keys(), 0, "{what}");
-}
-
-/// The outcome a completion future is ready with, if it is.
-fn outcome_now(waiting: purgatory::Completion) -> Option<Outcome> {
-    let mut waiting = std::pin::pin!(waiting);
-    match waiting
-        .as_mut()
-        .poll(&mut Context::from_waker(Waker::noop()))
-    {
-        Poll::Ready(outcome) => Some(outcome),
-        Poll::Pending => None,
-    }
 }
 
 #[test]
@@ -138,7 +127,7 @@ fn watched_again_with_fewer_keys_after_a_cancel() {
     assert_eq!((purgatory.watched(), purgatory.watched_keys()), (2, 2));
     ready.store(true, Ordering::SeqCst);
     assert_eq!(purgatory.check_and_complete(&8), 1);
-    assert_eq!(outcome_now(waiting), Some(Outcome::Completed));
+    assert_eq!(ready_now(waiting), Some(Outcome::Completed));
     purgatory.purge();
     assert_eq!((purgatory.watched(), purgatory.watched_keys()), (0, 0));
 }

@@ -5,11 +5,12 @@
 //! completes it there. It must then leave every list, not be counted as
 //! watched or delayed, complete once, resolve its waiters and be freed.
 
-use std::future::Future;
+mod common;
+use common::ready_now;
+
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use purgatory::{DelayedOperation, Operation, Outcome, Purgatory};
@@ -48,18 +49,6 @@ fn purgatory() -> Purgatory<u32, Probe> {
         .unwrap()
 }
 
-/// The value of `future` if it is ready now.
-fn ready<F: Future>(future: F) -> Option<F::Output> {
-    let mut future = std::pin::pin!(future);
-    match future
-        .as_mut()
-        .poll(&mut Context::from_waker(Waker::noop()))
-    {
-        Poll::Ready(value) => Some(value),
-        Poll::Pending => None,
-    }
-}
-
 /// Watches `op` under keys 0, 1 and 2, running `complete` from the iterator
 /// when it yields key 1 (key 0 is joined by then), and checks that the
 /// operation completed once and left nothing behind.
@@ -88,7 +77,7 @@ fn watch_completing_at_key_1(complete: impl Fn(&Purgatory<u32, Probe>, &Operatio
         "on_complete once"
     );
     assert_eq!(
-        ready(completion),
+        ready_now(completion),
         Some(Outcome::Completed),
         "waiter resolved"
     );

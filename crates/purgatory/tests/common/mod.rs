@@ -199,3 +199,13 @@ pub fn advance(p: &Purgatory<Key, MockOp>, clock: &ManualClock, ms: u64) {
 pub fn init_log() {
     let _ = env_logger::builder().is_test(true).try_init();
 }
+
+/// The value of `future` if it is ready at its first poll.
+pub fn ready_now<F: std::future::Future>(future: F) -> Option<F::Output> {
+    let mut future = std::pin::pin!(future);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match future.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(value) => Some(value),
+        std::task::Poll::Pending => None,
+    }
+}
