@@ -194,12 +194,10 @@ impl<T: TimerTask> Timer<T> {
             }
             #[cfg(test)]
             BEFORE_HAND_OVER.with_borrow_mut(|hook| hook.as_mut().map(|hook| hook()));
-            let handed_over = !expired.is_empty();
-            if handed_over {
+            // Counted iff the chunk expired something.
+            if let Some(counted) = handing_over {
                 self.hand_over(expired);
-            }
-            drop(handing_over);
-            if handed_over {
+                drop(counted);
                 // No lock is held here: adders and cancels go on while the
                 // executor catches up (see the executor's backlog).
                 self.executor.wait_for_room();
