@@ -31,6 +31,13 @@
 //!   the check is one comparison on the freeing path; below `KEEP_SLOTS`
 //!   the slots stay, so a lightly loaded timer that empties often never
 //!   reallocates.
+//! - An arena told to [`defer_freeing`](Entries::defer_freeing) does not
+//!   free that memory itself: it keeps the emptied slots aside (all vacant)
+//!   until its owner takes them ([`take_emptied`](Entries::take_emptied)),
+//!   so the owner can free them off its lock and after the tasks it hands
+//!   on. Giving a large arena back unmaps megabytes, which takes
+//!   milliseconds; done by the thread that expired the arena's last entries
+//!   it would delay those tasks whenever the executor shares its CPU.
 
 use std::fmt;
 use std::mem::MaybeUninit;
@@ -171,6 +178,26 @@ pub(crate) struct Entries<T> {
     tag: u32,
     /// This arena's id, carried by every handle issued.
     owner: u32,
+    /// Whether an emptied arena's memory waits in `emptied` for its owner
+    /// (see the module invariants) instead of being freed at once.
+    defer_freeing: bool,
+    /// The slots of the last emptied arena, all vacant, while the owner has
+    /// not taken them; an empty `Vec` (no memory) otherwise.
+    emptied: Vec<Slot<T>>,
+}
+
+/// The memory of an emptied arena: every slot vacant, so dropping it frees
+/// memory and runs no task's destructor. Held only to be dropped.
+pub(crate) struct EmptiedSlots<T> {
+    _slots: Vec<Slot<T>>,
+}
+
+impl<T> EmptiedSlots<T> {
+    /// Slots it holds room for.
+    #[cfg(test)]
+    pub(crate) fn capacity(&self) -> usize {
+        self._slots.capacity()
+    }
 }
 
 impl<T> Entries<T> {
@@ -181,7 +208,23 @@ impl<T> Entries<T> {
             len: 0,
             tag: 0,
             owner: next_owner(),
+            defer_freeing: false,
+            emptied: Vec::new(),
         }
+    }
+
+    /// From now on, keeps an emptied arena's memory for the owner to take
+    /// ([`take_emptied`](Self::take_emptied)) instead of freeing it.
+    pub(crate) fn defer_freeing(&mut self) {
+        self.defer_freeing = true;
+    }
+
+    /// The memory of the last arena emptied since the previous call, if any
+    /// (only with [`defer_freeing`](Self::defer_freeing)).
+    pub(crate) fn take_emptied(&mut self) -> Option<EmptiedSlots<T>> {
+        (self.emptied.capacity() > 0).then(|| EmptiedSlots {
+            _slots: std::mem::take(&mut self.emptied),
+        })
     }
 
     /// Tags every handle issued from now on with `shard` (< [`MAX_SHARDS`]).
@@ -245,18 +288,24 @@ impl<T> Entries<T> {
     pub(crate) fn remove(&mut self, index: u32) -> T {
         let task = self.take(index);
         if self.len == 0 && self.slots.capacity() > KEEP_SLOTS {
-            self.release_memory();
+            let slots = self.release_memory();
+            if self.defer_freeing {
+                // A previous arena's memory not taken yet goes now.
+                self.emptied = slots;
+            }
         }
         task
     }
 
-    /// Frees every slot of an empty arena and retires its owner id, so that
-    /// handles issued so far stay stale when indices are reused from 0.
-    fn release_memory(&mut self) {
+    /// Gives up every slot of an empty arena (returned, for the caller to
+    /// free) and retires its owner id, so that handles issued so far stay
+    /// stale when indices are reused from 0.
+    #[must_use]
+    fn release_memory(&mut self) -> Vec<Slot<T>> {
         debug_assert_eq!(self.len, 0);
-        self.slots = Vec::new();
         self.free_head = NIL;
         self.owner = next_owner();
+        std::mem::take(&mut self.slots)
     }
 
     /// Slots allocated (occupied, vacant, or room to grow into).
@@ -328,7 +377,7 @@ impl<T> Entries<T> {
             }
         }
         if self.slots.capacity() > KEEP_SLOTS {
-            self.release_memory();
+            drop(self.release_memory());
         }
     }
 }

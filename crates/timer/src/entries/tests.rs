@@ -132,6 +132,35 @@ fn a_large_arena_gives_its_memory_back_once_emptied() {
 }
 
 #[test]
+fn a_deferring_arena_keeps_its_emptied_memory_for_the_owner() {
+    let mut entries = Entries::new();
+    assert!(entries.take_emptied().is_none());
+    entries.defer_freeing();
+    let n = 2 * KEEP_SLOTS as u64;
+    let last = fill_and_empty(&mut entries, n);
+    // Given up by the arena at once (indices start over, old handles are
+    // stale), kept aside until taken, and taken once.
+    assert_eq!(entries.capacity(), 0);
+    assert_eq!(entries.resolve(last), None);
+    let emptied = entries.take_emptied().expect("the emptied slots");
+    assert!(emptied.capacity() >= n as usize, "{}", emptied.capacity());
+    assert!(entries.take_emptied().is_none());
+    // A small arena that empties keeps its slots: nothing to take.
+    fill_and_empty(&mut entries, KEEP_SLOTS as u64 / 2);
+    assert!(entries.capacity() > 0);
+    assert!(entries.take_emptied().is_none());
+    drop(emptied);
+}
+
+#[test]
+fn an_arena_not_deferring_frees_its_memory_itself() {
+    let mut entries = Entries::new();
+    fill_and_empty(&mut entries, 2 * KEEP_SLOTS as u64);
+    assert_eq!(entries.capacity(), 0);
+    assert!(entries.take_emptied().is_none());
+}
+
+#[test]
 fn a_small_arena_keeps_its_slots_when_emptied() {
     let mut entries = Entries::new();
     fill_and_empty(&mut entries, KEEP_SLOTS as u64 / 2);

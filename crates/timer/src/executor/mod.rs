@@ -38,6 +38,8 @@ use crate::TimerTask;
 enum Job<T> {
     Run(T),
     Batch(Vec<T>),
+    /// Memory to free after the jobs before it (see [`Executor::free_later`]).
+    Free(Box<dyn Send>),
     /// Answered once every job sent before it has run.
     Barrier(mpsc::SyncSender<()>),
 }
@@ -137,24 +139,32 @@ impl<T: TimerTask> Executor<T> {
             thread::Builder::new()
                 .name(format!("executor-{timer_name}"))
                 .spawn(move || {
-                    // Only this thread writes `ran`: a plain store per task,
-                    // not a read-modify-write.
+                    // Only this thread writes `ran`: a plain store per job
+                    // done, not a read-modify-write.
                     let mut ran = 0usize;
-                    let mut run = |task| {
-                        run_task(&name, task);
+                    let mut progressed = || {
                         ran = ran.wrapping_add(1);
                         backlog.ran.store(ran, Ordering::Relaxed);
                     };
                     for job in receiver {
                         match job {
                             Job::Run(task) => {
-                                run(task);
+                                run_task(&name, task);
+                                progressed();
                                 backlog.done(1);
                             }
                             Job::Batch(tasks) => {
                                 let count = tasks.len();
-                                tasks.into_iter().for_each(&mut run);
+                                for task in tasks {
+                                    run_task(&name, task);
+                                    progressed();
+                                }
                                 backlog.done(count);
+                            }
+                            Job::Free(memory) => {
+                                drop(memory);
+                                progressed();
+                                backlog.done(1);
                             }
                             Job::Barrier(done) => {
                                 let _ = done.send(());
@@ -206,6 +216,26 @@ impl<T: TimerTask> Executor<T> {
             }
             None => Err(tasks),
         }
+    }
+
+    /// Frees `memory` on the executor thread once every job queued before
+    /// it has run, so that tasks handed over just before (an emptied
+    /// arena's last ones) do not wait for the freeing. It counts in the
+    /// backlog as one task, so [`wait_idle`](Self::wait_idle) waits for it
+    /// too. Frees it at once, here, if the executor is closed.
+    pub(crate) fn free_later(&self, memory: Box<dyn Send>) {
+        let refused = match &*self.sender.lock() {
+            Some(sender) => {
+                self.backlog.tasks.fetch_add(1, Ordering::SeqCst);
+                sender.send(Job::Free(memory)).err().map(|e| {
+                    self.backlog.tasks.fetch_sub(1, Ordering::SeqCst);
+                    e.0
+                })
+            }
+            None => Some(Job::Free(memory)),
+        };
+        // Outside the sender's lock: freeing may take milliseconds.
+        drop(refused);
     }
 
     /// Tasks accepted and not yet run.

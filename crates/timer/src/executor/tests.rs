@@ -38,6 +38,50 @@ fn runs_in_order_survives_panics_and_refuses_after_close() {
     assert_eq!(ran.load(Ordering::SeqCst), 0);
 }
 
+/// Pushes `what` to `log` when dropped.
+struct LogOnDrop(Arc<parking_lot::Mutex<Vec<&'static str>>>, &'static str);
+
+impl Drop for LogOnDrop {
+    fn drop(&mut self) {
+        self.0.lock().push(self.1);
+    }
+}
+
+#[test]
+fn memory_given_to_free_later_goes_after_the_jobs_before_it() {
+    let executor: Executor<Task> = Executor::start("test").unwrap();
+    let log = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let (open, gate) = mpsc::channel::<()>();
+    executor
+        .submit(Box::new(move || gate.recv().unwrap()))
+        .ok()
+        .unwrap();
+    let batch: Vec<Task> = (0..2)
+        .map(|_| {
+            let log = log.clone();
+            Box::new(move || log.lock().push("task")) as Task
+        })
+        .collect();
+    executor.submit_batch(batch).ok().unwrap();
+    executor.free_later(Box::new(LogOnDrop(log.clone(), "freed")));
+    assert!(
+        log.lock().is_empty(),
+        "queued behind the gate, not freed here"
+    );
+    assert_eq!(executor.backlog(), 4, "counted like a task");
+    open.send(()).unwrap();
+    // `wait_idle` waits for the freeing too.
+    executor.wait_idle();
+    assert_eq!(*log.lock(), vec!["task", "task", "freed"]);
+    executor.close();
+    executor.free_later(Box::new(LogOnDrop(log.clone(), "closed")));
+    assert_eq!(
+        log.lock().last(),
+        Some(&"closed"),
+        "freed at once once closed"
+    );
+}
+
 /// An executor whose thread waits at a gate until `open` is sent to.
 fn gated(stall: Duration, hold_max: Duration) -> (Executor<Task>, mpsc::Sender<()>) {
     let executor: Executor<Task> = Executor::start_with_limits("gated", stall, hold_max).unwrap();

@@ -114,6 +114,7 @@ impl TimerBuilder {
                 let queue = Arc::new(DelayQueue::with_shared_clock(clock.clone()));
                 let mut wheel = TimingWheel::with_queue(tick_ms, self.wheel_size, start, queue)?;
                 wheel.set_shard(i);
+                wheel.defer_freeing();
                 Ok(CachePadded::new(Shard {
                     state: Mutex::new(ShardState {
                         wheel,

@@ -77,7 +77,7 @@ use crossbeam_utils::CachePadded;
 
 use crate::clock::NANOS_PER_MS;
 use crate::delay_queue::DelayQueue;
-use crate::entries::TimerHandle;
+use crate::entries::{EmptiedSlots, TimerHandle};
 use crate::executor::Executor;
 use crate::spin_lock::lock_spinning;
 use crate::wheel::Insertion;
@@ -234,14 +234,24 @@ impl<T: TimerTask> Timer<T> {
         let Some(shard) = self.shards.get(handle.shard()) else {
             return false;
         };
-        let task = {
+        let (task, emptied) = {
             let mut state = shard.state.lock();
             let task = state.wheel.cancel(*handle);
+            let emptied = state.wheel.take_emptied();
             shard.size.store(state.wheel.len(), Ordering::Relaxed);
             shard.release(state);
-            task
+            (task, emptied)
         };
+        self.free_emptied(emptied);
         task.is_some()
+    }
+
+    /// Has an emptied arena's memory freed on the executor thread, off the
+    /// caller's path (unmapping a large arena takes milliseconds).
+    fn free_emptied(&self, emptied: Option<EmptiedSlots<T>>) {
+        if let Some(memory) = emptied {
+            self.executor.free_later(Box::new(memory));
+        }
     }
 
     /// Cancels every task in `handles`, like [`cancel`](Self::cancel) for
@@ -269,8 +279,10 @@ impl<T: TimerTask> Timer<T> {
                 for (task, &handle) in taken.iter_mut().zip(chunk) {
                     *task = state.wheel.cancel(handle);
                 }
+                let emptied = state.wheel.take_emptied();
                 shard.size.store(state.wheel.len(), Ordering::Relaxed);
                 shard.release(state);
+                self.free_emptied(emptied);
                 cancelled += taken.iter().filter(|task| task.is_some()).count();
             }
         }

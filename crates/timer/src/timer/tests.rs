@@ -228,10 +228,7 @@ fn a_timer_emptied_by_batched_cancels_frees_every_shard_arena() {
                 .unwrap()
         })
         .collect();
-    let capacity = |timer: &Timer| -> usize {
-        let shards = timer.shards.iter();
-        shards.map(|s| s.state.lock().wheel.arena_capacity()).sum()
-    };
+    let capacity = arena_capacity;
     assert!(capacity(&timer) >= n);
     assert_eq!(timer.cancel_all(&mut handles), n);
     assert_eq!(timer.len(), 0);
@@ -240,5 +237,44 @@ fn a_timer_emptied_by_batched_cancels_frees_every_shard_arena() {
     clock.advance_ms(10 * n as u64);
     timer.advance_clock(Duration::ZERO);
     assert_eq!((timer.len(), capacity(&timer)), (0, 0));
+    timer.shutdown();
+}
+
+/// Slots the arenas of all of `timer`'s wheels hold.
+fn arena_capacity(timer: &Timer) -> usize {
+    let shards = timer.shards.iter();
+    shards.map(|s| s.state.lock().wheel.arena_capacity()).sum()
+}
+
+#[test]
+fn an_arena_emptied_by_expiry_is_freed_on_the_executor_after_its_tasks() {
+    let (clock, timer) = two_shards();
+    let (open, gate) = mpsc::channel::<()>();
+    // Due at once: straight to the executor, which it then blocks.
+    timer
+        .add(Duration::ZERO, Box::new(move || gate.recv().unwrap()))
+        .unwrap();
+    let n = 2 * crate::entries::KEEP_SLOTS;
+    let ran = Arc::new(AtomicUsize::new(0));
+    for _ in 0..n {
+        let ran = ran.clone();
+        let task = move || {
+            ran.fetch_add(1, Ordering::SeqCst);
+        };
+        timer
+            .add(Duration::from_millis(10), Box::new(task))
+            .unwrap();
+    }
+    clock.advance_ms(10);
+    assert!(timer.advance_clock(Duration::ZERO));
+    // The wheel gave its arena up; the memory waits at the executor behind
+    // the gate and the tasks, counted as one more job.
+    assert_eq!(arena_capacity(&timer), 0);
+    assert_eq!(timer.executor.backlog(), 1 + n + 1);
+    assert_eq!(ran.load(Ordering::SeqCst), 0);
+    open.send(()).unwrap();
+    timer.wait_for_executor();
+    assert_eq!(ran.load(Ordering::SeqCst), n);
+    assert_eq!(timer.executor.backlog(), 0);
     timer.shutdown();
 }

@@ -170,12 +170,14 @@ impl<T: TimerTask> Timer<T> {
                 .map_or(now, |next| next.min(now));
             let mut expired = Vec::new();
             let mut handing_over = None;
+            let emptied;
             {
                 let mut state = shard.lock_for_advance();
                 if self.shut_down.load(Ordering::Acquire) {
                     return any;
                 }
                 let step = current.step(&mut state.wheel, until, &mut expired);
+                emptied = state.wheel.take_emptied();
                 if !expired.is_empty() {
                     // Counted under the lock: a shutdown that drains this
                     // shard afterwards waits for the hand-over below, and
@@ -201,6 +203,10 @@ impl<T: TimerTask> Timer<T> {
                 // No lock is held here: adders and cancels go on while the
                 // executor catches up (see the executor's backlog).
                 self.executor.wait_for_room();
+            }
+            // After the chunk's tasks, not before them (see `entries`).
+            if let Some(memory) = emptied {
+                self.executor.free_later(Box::new(memory));
             }
         }
         any

@@ -93,7 +93,7 @@ use std::sync::Arc;
 use crate::bucket::Bucket;
 use crate::clock::NANOS_PER_MS;
 use crate::delay_queue::DelayQueue;
-use crate::entries::{Entries, TimerHandle};
+use crate::entries::{EmptiedSlots, Entries, TimerHandle};
 use crate::ConfigError;
 
 pub(crate) use cascade::Advance;
@@ -355,6 +355,18 @@ impl<T> TimingWheel<T> {
     /// Tags the handles this wheel issues with `shard` (for a sharded owner).
     pub(crate) fn set_shard(&mut self, shard: usize) {
         self.entries.set_shard(shard);
+    }
+
+    /// From now on, keeps the arena's memory when it empties, for the owner
+    /// to free off its lock (see [`take_emptied`](Self::take_emptied)).
+    pub(crate) fn defer_freeing(&mut self) {
+        self.entries.defer_freeing();
+    }
+
+    /// The memory of the arena emptied since the last call, if any (only
+    /// after [`defer_freeing`](Self::defer_freeing)).
+    pub(crate) fn take_emptied(&mut self) -> Option<EmptiedSlots<T>> {
+        self.entries.take_emptied()
     }
 
     /// The earliest due time offered to this wheel's queue since the last
