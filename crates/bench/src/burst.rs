@@ -8,7 +8,11 @@
 //!    ms by default (seeded); then a random half of them, in random order, is
 //!    cancelled, and the rest expire. The timer's slots are thus freed in
 //!    scattered order, as in a broker that has run for a while, and the
-//!    burst's tasks land in scattered slots.
+//!    burst's tasks land in scattered slots. One churn task in
+//!    [`STANDING_EVERY`] has a *standing* twin due in an hour, which stays
+//!    pending until the burst has drained, as a broker's other timeouts do:
+//!    without it the arena would empty, give its memory back and hand the
+//!    burst fresh slots in order.
 //! 2. **Burst.** A deadline `D` is fixed (now plus twice the churn's add
 //!    time plus [`DEADLINE_MARGIN_MS`], so that filling ends before it); `n`
 //!    tasks are added, each with the delay that puts its deadline at `D`
@@ -70,6 +74,11 @@ pub const COLUMNS: &[(&str, &str)] = &[
     ("peak RSS MB", "peak_rss_mb"),
     ("rounds", "rounds"),
 ];
+
+/// One churn task in this many has a standing twin (see the module docs).
+pub const STANDING_EVERY: usize = 1000;
+/// How far off a standing task is due: it never fires during a run.
+const STANDING_DELAY: Duration = Duration::from_secs(3600);
 
 /// Largest churn delay, ms.
 pub const CHURN_MAX_DELAY_MS: u64 = 1000;
@@ -168,6 +177,11 @@ pub struct BurstResult {
     pub churn_cancelled: usize,
     /// Churn tasks that fired.
     pub churn_fired: usize,
+    /// Standing tasks added with the churn (see the module docs).
+    pub standing: usize,
+    /// Standing tasks still pending, and cancelled, once the burst drained
+    /// (all of them, unless a standing task fired early).
+    pub standing_cancelled: usize,
     /// Wall time of the burst's adds.
     pub fill: Duration,
     /// Deadline minus the end of the fill, ms (negative: the fill overran).
@@ -225,6 +239,8 @@ impl BurstResult {
             .with("churn_ms", self.churn.as_secs_f64() * 1e3)
             .with("churn_cancelled", self.churn_cancelled)
             .with("churn_fired", self.churn_fired)
+            .with("standing", self.standing)
+            .with("standing_cancelled", self.standing_cancelled)
             .with("fill_ms", self.fill.as_secs_f64() * 1e3)
             .with("slack_ms", self.slack_ms)
             .with("peak_rss_mb", self.peak_rss_mb)
@@ -280,7 +296,20 @@ fn run_timer(params: &BurstParams, progress: &mut Progress) -> Result<BurstResul
     let churn_rec: &'static Recorder = Box::leak(Box::new(Recorder::with_origin(n, origin)));
     let mut rng = SplitMix64::new(params.seed ^ CHURN_STREAM);
     let mut handles = Vec::with_capacity(n);
+    let standing_rec: &'static Recorder = Box::leak(Box::new(Recorder::with_origin(
+        n.div_ceil(STANDING_EVERY),
+        origin,
+    )));
+    let mut standing = Vec::with_capacity(n.div_ceil(STANDING_EVERY));
     for i in 0..n {
+        if i % STANDING_EVERY == 0 {
+            let task = BurstTask::Late {
+                rec: standing_rec,
+                idx: standing.len() as u32,
+                due_ns: u64::MAX,
+            };
+            standing.extend(timer.add(STANDING_DELAY, task).ok());
+        }
         let d = rng.delay_ms(params.churn_max_delay_ms);
         let due_ns = clock.now_nanos() + d * 1_000_000;
         let task = BurstTask::Late {
@@ -335,6 +364,7 @@ fn run_timer(params: &BurstParams, progress: &mut Progress) -> Result<BurstResul
         |thread, before: Option<Duration>| Some(threads_cpu(thread)?.saturating_sub(before?));
     let reaper_cpu = cpu_since(REAPER_THREAD, threads_before[0]);
     let executor_cpu = cpu_since(EXECUTOR_THREAD, threads_before[1]);
+    let standing_cancelled = standing.iter().filter(|h| timer.cancel(h)).count();
 
     // 3. Hand-over rate.
     let m = n.max(params.handover_min);
@@ -348,6 +378,8 @@ fn run_timer(params: &BurstParams, progress: &mut Progress) -> Result<BurstResul
         churn,
         churn_cancelled,
         churn_fired: churn_rec.fired(),
+        standing: standing.len(),
+        standing_cancelled,
         fill,
         slack_ms,
         lateness_us: rec.sorted_lateness_us(),
@@ -427,9 +459,13 @@ pub fn targets(records: &[Record]) -> Vec<TargetCheck> {
         let field = |f: &str| r.num(f).unwrap_or(f64::NAN);
         let (n, fired, early, double) =
             (field("n"), field("fired"), field("early"), field("double"));
+        let (standing, kept) = (field("standing"), field("standing_cancelled"));
         checks.push(TargetCheck::new(
-            format!("fired {fired} of {n}, early {early} (target 0), double {double}"),
-            fired == n && early == 0.0 && double == 0.0,
+            format!(
+                "fired {fired} of {n}, early {early} (target 0), double {double}, \
+                 standing tasks pending after the burst {kept} of {standing}"
+            ),
+            fired == n && early == 0.0 && double == 0.0 && kept == standing,
         ));
         let first_limit = if n >= 10_000_000.0 { 20.0 } else { 5.0 };
         match r.num("first_ms") {
@@ -467,6 +503,7 @@ mod tests {
         assert_eq!((r.early, r.double), (0, 0));
         assert!(r.churn_cancelled > 0 && r.churn_cancelled <= 1_000);
         assert_eq!(r.churn_fired + r.churn_cancelled, 2_000);
+        assert_eq!((r.standing, r.standing_cancelled), (2, 2));
         assert!(r.handover_rate.is_some_and(|x| x > 0.0));
         let rec = r.to_record();
         for f in [
