@@ -8,9 +8,22 @@
 //! Invariants:
 //! - A slot is *occupied* iff its state is not [`VACANT`]; exactly
 //!   the occupied slots hold an initialised task.
-//! - Vacant slots form a singly linked free list through their `pos` field,
-//!   headed by `Entries::free_head`; freeing pushes, allocating pops (LIFO, so
-//!   a freed slot is reused while it is still in cache).
+//! - A vacant slot keeps, in its unused `deadline`, the arena's *sweep
+//!   epoch* when it was freed. It is *listed* if that is the current epoch,
+//!   and *left to the sweep* if it is older. Listed slots form a singly
+//!   linked free list through their `pos` field, headed by
+//!   `Entries::free_head`; freeing pushes, allocating pops (LIFO, so a freed
+//!   slot is reused while it is still in cache). Slots left to the sweep all
+//!   lie at or after the `sweep` cursor, which allocation moves forward when
+//!   the free list is empty, taking them in address order.
+//! - A large arena that drains to a sixty-fourth of its slots
+//!   ([`SWEEP_BELOW`]) after being at least half full leaves every vacant slot
+//!   to the sweep at once: it starts a new epoch and empties the free list
+//!   (O(1)). Freed in the order their tasks expired
+//!   or were cancelled, those slots would be handed out scattered over the
+//!   arena, and the next wave of entries (a restart's heartbeat
+//!   expectations, a burst sharing one deadline) would be walked one cache
+//!   and TLB miss per entry; taken in address order, its walk streams.
 //! - A slot's `generation` changes every time the slot is freed, so a
 //!   [`TimerHandle`] taken before the free no longer matches: stale handles
 //!   are detected, never aliased (a generation would have to wrap around
@@ -53,6 +66,10 @@ pub(crate) const VACANT: u32 = (1 << STATE_BITS) - 1;
 /// State of an occupied slot that is not linked into any bucket (between
 /// allocation and linking, or while being moved).
 pub(crate) const UNLINKED: u32 = VACANT - 1;
+
+/// A large arena that has grown to a new peak leaves its vacant slots to
+/// the sweep once no more than one slot in this many is occupied.
+pub(crate) const SWEEP_BELOW: usize = 64;
 
 /// The most wheel levels a slot's state can name: levels `0..MAX_LEVELS`.
 pub(crate) const MAX_LEVELS: u32 = UNLINKED;
@@ -173,6 +190,13 @@ impl<T> Slot<T> {
 pub(crate) struct Entries<T> {
     slots: Vec<Slot<T>>,
     free_head: u32,
+    /// The sweep epoch (see the module invariants).
+    epoch: u64,
+    /// Where the sweep resumes: no slot before it is left to the sweep.
+    sweep: usize,
+    /// Whether at least half the slots have been occupied since the last
+    /// sweep began, so that draining below [`SWEEP_BELOW`] starts another.
+    peaked: bool,
     len: usize,
     /// `shard << GENERATION_BITS`, or'd into every handle issued.
     tag: u32,
@@ -205,6 +229,9 @@ impl<T> Entries<T> {
         Entries {
             slots: Vec::new(),
             free_head: NIL,
+            epoch: 0,
+            sweep: 0,
+            peaked: false,
             len: 0,
             tag: 0,
             owner: next_owner(),
@@ -253,6 +280,8 @@ impl<T> Entries<T> {
     /// 100 GB of entries: memory runs out long before).
     pub(crate) fn insert(&mut self, deadline: u64, task: T) -> u32 {
         self.len += 1;
+        // A wave of entries worth a sweep once it drains (see `remove`).
+        self.peaked |= self.len * 2 >= self.slots.len();
         if self.free_head != NIL {
             let index = self.free_head;
             self.free_head = self.slots[index as usize].pos;
@@ -261,11 +290,11 @@ impl<T> Entries<T> {
             if let Some(next) = self.slots.get(self.free_head as usize) {
                 crate::prefetch::prefetch(next);
             }
-            let slot = &mut self.slots[index as usize];
-            slot.pos = 0;
-            slot.set_state(UNLINKED);
-            slot.deadline = deadline;
-            slot.task.write(task);
+            self.occupy(index, deadline, task);
+            return index;
+        }
+        if let Some(index) = self.next_swept() {
+            self.occupy(index, deadline, task);
             return index;
         }
         let index = u32::try_from(self.slots.len())
@@ -278,7 +307,47 @@ impl<T> Entries<T> {
             deadline,
             task: MaybeUninit::new(task),
         });
+        self.sweep = self.slots.len();
         index
+    }
+
+    /// Fills vacant slot `index` with an unlinked entry.
+    #[inline(always)]
+    fn occupy(&mut self, index: u32, deadline: u64, task: T) {
+        let slot = &mut self.slots[index as usize];
+        slot.pos = 0;
+        slot.set_state(UNLINKED);
+        slot.deadline = deadline;
+        slot.task.write(task);
+    }
+
+    /// The next slot left to the sweep, in address order, if any.
+    fn next_swept(&mut self) -> Option<u32> {
+        while self.sweep < self.slots.len() {
+            let index = self.sweep;
+            self.sweep += 1;
+            let slot = &self.slots[index];
+            if slot.state() == VACANT && slot.deadline < self.epoch {
+                return Some(index as u32);
+            }
+        }
+        None
+    }
+
+    /// Leaves every vacant slot to the sweep (see the module invariants):
+    /// a new epoch makes every listed slot one left to the sweep, so nothing
+    /// is written but the arena's fields.
+    fn start_sweep(&mut self) {
+        debug_assert!(self.next_swept_is_done());
+        self.epoch += 1;
+        self.free_head = NIL;
+        self.sweep = 0;
+        self.peaked = false;
+    }
+
+    /// Whether the sweep has passed every slot.
+    fn next_swept_is_done(&self) -> bool {
+        self.sweep >= self.slots.len()
     }
 
     /// Frees an occupied slot and returns its task. The slot must already be
@@ -287,6 +356,13 @@ impl<T> Entries<T> {
     /// index is then out of range until the arena grows again.
     pub(crate) fn remove(&mut self, index: u32) -> T {
         let task = self.take(index);
+        if self.peaked
+            && self.len * SWEEP_BELOW <= self.slots.len()
+            && self.slots.len() > KEEP_SLOTS
+            && self.next_swept_is_done()
+        {
+            self.start_sweep();
+        }
         if self.len == 0 && self.slots.capacity() > KEEP_SLOTS {
             let slots = self.release_memory();
             if self.defer_freeing {
@@ -304,6 +380,8 @@ impl<T> Entries<T> {
     fn release_memory(&mut self) -> Vec<Slot<T>> {
         debug_assert_eq!(self.len, 0);
         self.free_head = NIL;
+        self.sweep = 0;
+        self.peaked = false;
         self.owner = next_owner();
         std::mem::take(&mut self.slots)
     }
@@ -322,6 +400,7 @@ impl<T> Entries<T> {
         debug_assert_eq!(slot.state(), UNLINKED, "entry still linked in a bucket");
         let generation = slot.generation().wrapping_add(1) & GENERATION_MASK;
         slot.meta = generation | (VACANT << GENERATION_BITS);
+        slot.deadline = self.epoch;
         slot.pos = self.free_head;
         self.free_head = index;
         self.len -= 1;

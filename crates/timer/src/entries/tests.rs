@@ -220,3 +220,104 @@ fn drop_and_drain_release_every_task_once() {
     drop(entries);
     assert_eq!(Rc::strong_count(&token), 1);
 }
+
+/// Frees the occupied slot `i` of `entries` (unlinking it first).
+fn free(entries: &mut Entries<u64>, i: u32) -> u64 {
+    entries.slot_mut(i).set_state(UNLINKED);
+    entries.remove(i)
+}
+
+#[test]
+fn a_drained_arena_hands_its_slots_out_in_address_order() {
+    let mut entries = Entries::new();
+    let n = 8 * KEEP_SLOTS as u32;
+    for i in 0..n {
+        assert_eq!(entries.insert(u64::from(i), u64::from(i)), i);
+    }
+    // One entry in 100 stays; the rest leave in scattered order (a
+    // permutation: 7,919 is prime to n, a power of two).
+    let standing = |i: u32| i % 100 == 0;
+    let order = (0..n).map(|k| k.wrapping_mul(7919) % n);
+    let mut listed = Vec::new();
+    for i in order.filter(|&i| !standing(i)) {
+        if entries.len() * SWEEP_BELOW <= n as usize {
+            // Freed after the sweep began: on the free list, reused first.
+            listed.push(i);
+        }
+        free(&mut entries, i);
+    }
+    let standing_handles: Vec<_> = (0..n)
+        .filter(|&i| standing(i))
+        .map(|i| entries.handle(i))
+        .collect();
+    let vacant = n as usize - standing_handles.len();
+    let again: Vec<u32> = (0..vacant).map(|k| entries.insert(0, k as u64)).collect();
+    // The last ones freed come back first (LIFO), then every other vacant
+    // slot in address order, none twice and none occupied, and the arena
+    // did not grow.
+    listed.reverse();
+    assert!(!listed.is_empty() && listed.len() < vacant / 10);
+    assert_eq!(&again[..listed.len()], &listed[..]);
+    let swept = &again[listed.len()..];
+    assert!(
+        swept.windows(2).all(|w| w[0] < w[1]),
+        "not in address order"
+    );
+    assert!(swept.iter().all(|&i| !standing(i)));
+    let mut all = again.clone();
+    all.sort_unstable();
+    all.dedup();
+    assert_eq!(all.len(), vacant);
+    assert_eq!(entries.len(), n as usize);
+    assert_eq!(
+        entries.insert(0, 0),
+        n,
+        "full: the next one grows the arena"
+    );
+    for (k, h) in standing_handles.iter().enumerate() {
+        assert_eq!(entries.resolve(*h), Some(k as u32 * 100));
+    }
+}
+
+#[test]
+fn waves_of_entries_never_share_a_slot() {
+    // Against a model of the occupied slots: grow to a wave's peak, drain
+    // to a few (sweeps start), refill, with scattered removals throughout.
+    let mut entries = Entries::new();
+    let mut occupied: Vec<(u32, TimerHandle, u64)> = Vec::new();
+    let mut in_use = std::collections::HashSet::new();
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let mut id = 0u64;
+    for peak in [10_000usize, 3_000, 12_000, 9_000, 500, 20_000] {
+        while occupied.len() < peak {
+            id += 1;
+            let i = entries.insert(id, id);
+            assert!(in_use.insert(i), "slot {i} handed out twice");
+            occupied.push((i, entries.handle(i), id));
+        }
+        let floor = (next() % 100) as usize;
+        while occupied.len() > floor {
+            let k = (next() % occupied.len() as u64) as usize;
+            let (i, h, task) = occupied.swap_remove(k);
+            assert_eq!(entries.resolve(h), Some(i));
+            assert_eq!(free(&mut entries, i), task);
+            assert_eq!(entries.resolve(h), None);
+            in_use.remove(&i);
+        }
+    }
+    for (i, h, _) in &occupied {
+        assert_eq!(entries.resolve(*h), Some(*i));
+    }
+    let mut drained = Vec::new();
+    entries.drain(|task| drained.push(task));
+    drained.sort_unstable();
+    let mut want: Vec<u64> = occupied.iter().map(|o| o.2).collect();
+    want.sort_unstable();
+    assert_eq!(drained, want);
+}
