@@ -4,8 +4,9 @@
 //! each behind its own short-held mutex, so that unrelated keys never
 //! contend. A shard owns a hash table from keys to list ids (the key is
 //! hashed once per call, and the hash picks both the shard and the bucket)
-//! and a slab of lists. Each list is itself a slab: a vector of slots with a
-//! free list. An operation remembers, for each key it watches, its
+//! and a slab of lists. Each list is itself a slab: its key, its first two
+//! slots in place and the rest in a vector with a free list (see
+//! [`slab`]). An operation remembers, for each key it watches, its
 //! [`Membership`] — shard, list id and slot, three integers — so leaving a
 //! list is O(1): one lock, no lookup, no scan, no purge, no reference count.
 //!
@@ -62,18 +63,22 @@ pub trait KeyHasher: BuildHasher + Send + Sync + 'static {}
 
 impl<T: BuildHasher + Send + Sync + 'static> KeyHasher for T {}
 
-/// The operations watched under one key.
-struct List<K: WatchKey, Op: DelayedOperation> {
-    key: K,
-    hash: u64,
+/// The operations watched under one key, at a list id of its shard; or a
+/// free id (no key).
+///
+/// Laid out in this order (`repr(C)`) so that the key and the slab's head
+/// come first: a lookup that matches the key finds a short list's slots on
+/// the lines it has just read.
+#[repr(C)]
+struct ListSlot<K: WatchKey, Op: DelayedOperation> {
+    /// `None` while the id is free.
+    key: Option<K>,
+    slab: Slab<Op>,
+    /// Bumped each time the id is reused.
+    generation: u32,
     /// Whether the key table maps `key` to this list (false once detached).
     in_table: bool,
-    slab: Slab<Op>,
-}
-
-struct ListSlot<K: WatchKey, Op: DelayedOperation> {
-    generation: u32,
-    list: Option<List<K, Op>>,
+    hash: u64,
 }
 
 /// One shard: a key table and the lists it points to.
@@ -88,8 +93,8 @@ struct Shard<K: WatchKey, Op: DelayedOperation> {
 }
 
 /// How many emptied slabs a shard keeps for its next lists. Keys whose
-/// lists empty and fill again (a member's heartbeat; W4's 100,000 keys
-/// with about one operation each) create and free lists in no particular
+/// lists grow past their head and empty again (W4's 100,000 keys with
+/// about ten operations each) create and free lists in no particular
 /// order, so keeping one would catch only part of them; each freed and
 /// reallocated slab is an allocation on the thread watching and a free on
 /// the one completing. Bounded, with [`slab::RECYCLE_MAX`], so that an idle
@@ -106,60 +111,59 @@ impl<K: WatchKey, Op: DelayedOperation> Shard<K, Op> {
         }
     }
 
-    fn list(&self, id: u32) -> &List<K, Op> {
-        self.lists[id as usize]
-            .list
-            .as_ref()
-            .expect("a membership or the key table points at a freed list")
+    fn list(&self, id: u32) -> &ListSlot<K, Op> {
+        let list = &self.lists[id as usize];
+        assert!(
+            list.key.is_some(),
+            "a membership or the key table points at a freed list"
+        );
+        list
     }
 
-    fn list_mut(&mut self, id: u32) -> &mut List<K, Op> {
-        self.lists[id as usize]
-            .list
-            .as_mut()
-            .expect("a membership or the key table points at a freed list")
+    fn list_mut(&mut self, id: u32) -> &mut ListSlot<K, Op> {
+        let list = &mut self.lists[id as usize];
+        assert!(
+            list.key.is_some(),
+            "a membership or the key table points at a freed list"
+        );
+        list
     }
 
     fn find(&self, hash: u64, key: &K) -> Option<u32> {
         let lists = &self.lists;
         self.table
-            .find(hash, |&id| {
-                lists[id as usize]
-                    .list
-                    .as_ref()
-                    .is_some_and(|l| l.key == *key)
-            })
+            .find(hash, |&id| lists[id as usize].key.as_ref() == Some(key))
             .copied()
     }
 
     /// Creates a list for `key` (absent from the table) and returns its id.
     fn create(&mut self, key: K, hash: u64) -> u32 {
-        let list = List {
-            key,
-            hash,
-            in_table: true,
-            slab: self.spare.pop().unwrap_or_else(Slab::new),
-        };
+        let slab = self.spare.pop().unwrap_or_else(Slab::new);
         let id = match self.free_ids.pop() {
             Some(id) => {
-                let slot = &mut self.lists[id as usize];
-                slot.generation = slot.generation.wrapping_add(1);
-                slot.list = Some(list);
+                let list = &mut self.lists[id as usize];
+                list.key = Some(key);
+                list.slab = slab;
+                list.generation = list.generation.wrapping_add(1);
+                list.in_table = true;
+                list.hash = hash;
                 id
             }
             None => {
                 let id = u32::try_from(self.lists.len()).expect("too many keys in one shard");
                 self.lists.push(ListSlot {
+                    key: Some(key),
+                    slab,
                     generation: 0,
-                    list: Some(list),
+                    in_table: true,
+                    hash,
                 });
                 id
             }
         };
         let lists = &self.lists;
-        self.table.insert_unique(hash, id, |&id| {
-            lists[id as usize].list.as_ref().map_or(0, |l| l.hash)
-        });
+        self.table
+            .insert_unique(hash, id, |&id| lists[id as usize].hash);
         id
     }
 
@@ -184,8 +188,10 @@ impl<K: WatchKey, Op: DelayedOperation> Shard<K, Op> {
     /// Returns whether it was in the table.
     fn free_list(&mut self, id: u32) -> bool {
         let was_in = self.detach(id);
-        if let Some(list) = self.lists[id as usize].list.take() {
-            if let Some(slab) = list.slab.recycle() {
+        let list = &mut self.lists[id as usize];
+        if list.key.take().is_some() {
+            let slab = std::mem::replace(&mut list.slab, Slab::new());
+            if let Some(slab) = slab.recycle() {
                 if self.spare.len() < SPARE_SLABS {
                     self.spare.reserve_exact(SPARE_SLABS);
                     self.spare.push(slab);
@@ -303,21 +309,20 @@ impl<K: WatchKey, Op: DelayedOperation, S: BuildHasher> WatchIndex<K, Op, S> {
                 }
             }
         };
-        let slot = &shard.lists[cursor.list as usize];
-        let list = match &slot.list {
-            Some(list) if slot.generation == cursor.generation && list.in_table => list,
+        let list = &shard.lists[cursor.list as usize];
+        if list.key.is_none() || list.generation != cursor.generation || !list.in_table {
             // Emptied or cancelled since the last chunk.
-            _ => return None,
-        };
-        let slots = &list.slab.slots;
+            return None;
+        }
         let mut i = cursor.next_slot;
-        while i < slots.len() {
+        while i < list.slab.len() {
             let room = max.saturating_sub(out.len());
             if room == 0 {
                 cursor.next_slot = i;
                 return Some(cursor);
             }
-            let window = &slots[i..slots.len().min(i + room.min(64))];
+            let run = list.slab.run_from(i);
+            let window = &run[..run.len().min(room.min(64))];
             // Two passes, so the shard lock is held briefly. The first only
             // reads each occupant's reference count: independent loads,
             // whose cache misses the CPU overlaps (the operations were last

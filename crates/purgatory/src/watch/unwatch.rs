@@ -129,7 +129,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> WatchIndex<K, Op, S> {
         // long ago, often by another core) and the removals below find
         // their lines in cache, holding the lock for less time.
         for &(m, _) in chunk {
-            if let Some(slot) = shard.list(m.list).slab.slots.get(m.slot as usize) {
+            if let Some(slot) = shard.list(m.list).slab.get(m.slot) {
                 timer::internal::prefetch(slot);
             }
         }
