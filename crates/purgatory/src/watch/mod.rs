@@ -203,6 +203,28 @@ impl<K: WatchKey, Op: DelayedOperation> Shard<K, Op> {
     }
 }
 
+/// Starts fetching the lines of the operation `op` names (its reference
+/// counts, state, lock and value), without touching them.
+///
+/// A watch that joins a list holding one other operation calls it for that
+/// one: a short list's next event is often a check of its key that
+/// completes the older operation (a member's heartbeat watches the next
+/// expectation, then checks its key to complete the pending one, last
+/// touched a session ago, often on another core). The lines then arrive
+/// while the watch finishes and the timer is armed, rather than when the
+/// check reads them.
+fn prefetch_operation<Op: DelayedOperation>(op: &std::sync::Weak<Shared<Op>>) {
+    // The counts are two words in front of the value.
+    let start = op
+        .as_ptr()
+        .cast::<u8>()
+        .wrapping_sub(2 * size_of::<usize>());
+    let bytes = 2 * size_of::<usize>() + size_of::<Shared<Op>>();
+    for offset in (0..bytes).step_by(64).chain([bytes - 1]) {
+        timer::internal::prefetch_addr(start.wrapping_add(offset));
+    }
+}
+
 /// A shard behind its lock, on its own cache line.
 type ShardLock<K, Op> = CachePadded<Mutex<Shard<K, Op>>>;
 
@@ -269,7 +291,11 @@ impl<K: WatchKey, Op: DelayedOperation, S: BuildHasher> WatchIndex<K, Op, S> {
                 shard.create(key, hash)
             }
         };
-        let slot = shard.list_mut(list).slab.insert(Arc::downgrade(op));
+        let slab = &mut shard.list_mut(list).slab;
+        let slot = slab.insert(Arc::downgrade(op));
+        if let Some(other) = slab.head_neighbour(slot) {
+            prefetch_operation(other);
+        }
         Some(Membership {
             shard: shard_ix as u32,
             list,

@@ -122,6 +122,15 @@ impl<Op: DelayedOperation> Slab<Op> {
         }
     }
 
+    /// The other operation of a list that has only its head, if `slot` is
+    /// one of the head's and the other is occupied.
+    pub(super) fn head_neighbour(&self, slot: u32) -> Option<&Weak<Shared<Op>>> {
+        if !self.tail.is_empty() || slot as usize >= HEAD {
+            return None;
+        }
+        self.head[(slot as usize + 1) % HEAD].as_ref()
+    }
+
     /// Frees `slot` if `op` occupies it, returning the entry's reference so
     /// that the caller can drop it after unlocking.
     ///

@@ -379,3 +379,21 @@ fn dropping_spares_empties_every_shard() {
     index.drop_spares();
     assert!(index.shards.iter().all(|s| s.lock().spare.is_empty()));
 }
+
+/// A watch names the other operation of a list that is only its head (the
+/// one a heartbeat's check completes next), and none once the list has a
+/// tail.
+#[test]
+fn the_head_neighbour_is_the_other_operation_of_a_short_list() {
+    let mut slab = Slab::<Nop>::new();
+    let ops: Vec<_> = (0..3).map(|_| op()).collect();
+    let neighbour = |slab: &Slab<Nop>, slot| slab.head_neighbour(slot).map(|w| w.as_ptr());
+    assert_eq!(slab.insert(Arc::downgrade(&ops[0])), 0);
+    assert_eq!(neighbour(&slab, 0), None, "alone");
+    assert_eq!(slab.insert(Arc::downgrade(&ops[1])), 1);
+    assert_eq!(neighbour(&slab, 1), Some(Arc::as_ptr(&ops[0])));
+    assert_eq!(neighbour(&slab, 0), Some(Arc::as_ptr(&ops[1])));
+    assert_eq!(slab.insert(Arc::downgrade(&ops[2])), 2);
+    assert_eq!(neighbour(&slab, 1), None, "a tail: not a short list");
+    assert_eq!(neighbour(&slab, 2), None);
+}
