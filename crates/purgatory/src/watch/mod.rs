@@ -3,8 +3,8 @@
 //! A [`WatchIndex`] is split into shards (a power of two, 512 by default),
 //! each behind its own short-held mutex, so that unrelated keys never
 //! contend. A shard owns a hash table from keys to list ids (the key is
-//! hashed once per call, and the hash picks both the shard and the bucket)
-//! and a slab of lists. Each list is itself a slab: its key, its first two
+//! hashed once per call, and the hash picks both the shard and the slot;
+//! see [`table`]) and a slab of lists. Each list is itself a slab: its key, its first two
 //! slots in place and the rest in a vector with a free list (see
 //! [`slab`]). An operation remembers, for each key it watches, its
 //! [`Membership`] — shard, list id and slot, three integers — so leaving a
@@ -34,7 +34,6 @@ use std::hash::{BuildHasher, Hash};
 use std::sync::Arc;
 
 use crossbeam_utils::CachePadded;
-use hashbrown::hash_table::HashTable;
 
 use crate::members::Membership;
 use crate::operation::{DelayedOperation, Shared};
@@ -42,11 +41,13 @@ use crate::stackbuf::StackBuf;
 use crate::sync::{lock_spinning, AtomicUsize, Mutex, Ordering};
 
 mod slab;
+mod table;
 #[cfg(test)]
 mod tests;
 mod unwatch;
 
 use slab::Slab;
+use table::KeyTable;
 
 /// What a key must be: compared, hashed, shared between threads and
 /// printable in logs. Implemented for every such type. (`Clone` is not used
@@ -78,13 +79,14 @@ struct ListSlot<K: WatchKey, Op: DelayedOperation> {
     generation: u32,
     /// Whether the key table maps `key` to this list (false once detached).
     in_table: bool,
-    hash: u64,
+    /// The key's tag in the key table.
+    tag: u32,
 }
 
 /// One shard: a key table and the lists it points to.
 struct Shard<K: WatchKey, Op: DelayedOperation> {
     /// List ids, found by their list's key.
-    table: HashTable<u32>,
+    table: KeyTable,
     lists: Vec<ListSlot<K, Op>>,
     free_ids: Vec<u32>,
     /// Emptied slabs of the last lists freed, if small, for the next lists
@@ -104,7 +106,7 @@ const SPARE_SLABS: usize = 4;
 impl<K: WatchKey, Op: DelayedOperation> Shard<K, Op> {
     fn new() -> Self {
         Shard {
-            table: HashTable::new(),
+            table: KeyTable::new(),
             lists: Vec::new(),
             free_ids: Vec::new(),
             spare: Vec::new(),
@@ -132,8 +134,7 @@ impl<K: WatchKey, Op: DelayedOperation> Shard<K, Op> {
     fn find(&self, hash: u64, key: &K) -> Option<u32> {
         let lists = &self.lists;
         self.table
-            .find(hash, |&id| lists[id as usize].key.as_ref() == Some(key))
-            .copied()
+            .find(tag(hash), |id| lists[id as usize].key.as_ref() == Some(key))
     }
 
     /// Creates a list for `key` (absent from the table) and returns its id.
@@ -146,7 +147,7 @@ impl<K: WatchKey, Op: DelayedOperation> Shard<K, Op> {
                 list.slab = slab;
                 list.generation = list.generation.wrapping_add(1);
                 list.in_table = true;
-                list.hash = hash;
+                list.tag = tag(hash);
                 id
             }
             None => {
@@ -156,30 +157,24 @@ impl<K: WatchKey, Op: DelayedOperation> Shard<K, Op> {
                     slab,
                     generation: 0,
                     in_table: true,
-                    hash,
+                    tag: tag(hash),
                 });
                 id
             }
         };
-        let lists = &self.lists;
-        self.table
-            .insert_unique(hash, id, |&id| lists[id as usize].hash);
+        self.table.insert(tag(hash), id);
         id
     }
 
     /// Takes list `id` out of the key table (it stays allocated while
     /// operations occupy it). Returns whether it was in the table.
     fn detach(&mut self, id: u32) -> bool {
-        let (hash, was_in) = {
-            let list = self.list_mut(id);
-            let was_in = list.in_table;
-            list.in_table = false;
-            (list.hash, was_in)
-        };
+        let list = self.list_mut(id);
+        let (tag, was_in) = (list.tag, list.in_table);
+        list.in_table = false;
         if was_in {
-            if let Ok(entry) = self.table.find_entry(hash, |&x| x == id) {
-                entry.remove();
-            }
+            let removed = self.table.remove(tag, id);
+            debug_assert!(removed, "a list in the table was not found by its tag");
         }
         was_in
     }
@@ -201,6 +196,12 @@ impl<K: WatchKey, Op: DelayedOperation> Shard<K, Op> {
         self.free_ids.push(id);
         was_in
     }
+}
+
+/// A key's tag in its shard's key table: the low 32 bits of its hash (the
+/// shard is chosen from a mix of all of them, see `WatchIndex::locate`).
+fn tag(hash: u64) -> u32 {
+    hash as u32
 }
 
 /// Starts fetching the lines of the operation `op` names (its reference
@@ -261,11 +262,11 @@ impl<K: WatchKey, Op: DelayedOperation, S: BuildHasher> WatchIndex<K, Op, S> {
 
     fn locate(&self, key: &K) -> (u64, usize) {
         let hash = self.hasher.hash_one(key);
-        // The table uses the low bits (bucket) and the top 7 (tag). The
-        // shard is taken from a multiplicative mix of the whole hash (the
-        // golden-ratio constant), so that it is independent of both and a
-        // hasher whose output fits in 32 bits still spreads keys over every
-        // shard.
+        // The key table uses the low 32 bits (the tag, whose low bits pick
+        // the slot). The shard is taken from a multiplicative mix of the
+        // whole hash (the golden-ratio constant), so that it does not fix
+        // the slot's bits and a hasher whose output fits in 32 bits still
+        // spreads keys over every shard.
         let mixed = hash.wrapping_mul(0x9e37_79b9_7f4a_7c15);
         (hash, ((mixed >> 32) as usize) & self.mask)
     }
@@ -403,7 +404,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: BuildHasher> WatchIndex<K, Op, S> {
     pub(crate) fn drain(&self, out: &mut Vec<Arc<Shared<Op>>>) {
         for shard in self.shards.iter() {
             let mut shard = shard.lock();
-            let ids: Vec<u32> = shard.table.drain().collect();
+            let ids = shard.table.drain();
             for id in ids {
                 let list = shard.list_mut(id);
                 list.in_table = false;
