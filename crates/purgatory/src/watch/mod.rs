@@ -26,8 +26,10 @@
 //!   [`WatchIndex::remove`] and [`WatchIndex::drain`] take lists out of the
 //!   key table while operations still occupy them (*detached* lists); such a
 //!   list is freed when its last operation is released.
-//! * Each list id has a generation, bumped when the id is reused, so that a
-//!   chunked scan ([`WatchIndex::scan`]) notices that its list is gone.
+//! * Each list has a generation, the count of lists its shard had created
+//!   when it was, so that a chunked scan ([`WatchIndex::scan`]) notices
+//!   that its list is gone, even once the id is reused or the shard has
+//!   given its room back.
 //! * `keys` counts the lists in the key tables.
 
 use std::hash::{BuildHasher, Hash};
@@ -89,6 +91,8 @@ struct Shard<K: WatchKey, Op: DelayedOperation> {
     table: KeyTable,
     lists: Vec<ListSlot<K, Op>>,
     free_ids: Vec<u32>,
+    /// Lists created so far (wrapping): the next list's generation.
+    created: u32,
     /// Emptied slabs of the last lists freed, if small, for the next lists
     /// created (see [`Slab::recycle`]); at most [`SPARE_SLABS`].
     spare: Vec<Slab<Op>>,
@@ -103,12 +107,18 @@ struct Shard<K: WatchKey, Op: DelayedOperation> {
 /// shard holds little.
 const SPARE_SLABS: usize = 4;
 
+/// The most list ids a shard keeps when all its lists are freed; one that
+/// had more gives their room (and its key table's) back. A shard whose
+/// few keys come and go keeps its room and allocates nothing.
+const KEEP_LISTS: usize = 64;
+
 impl<K: WatchKey, Op: DelayedOperation> Shard<K, Op> {
     fn new() -> Self {
         Shard {
             table: KeyTable::new(),
             lists: Vec::new(),
             free_ids: Vec::new(),
+            created: 0,
             spare: Vec::new(),
         }
     }
@@ -140,12 +150,14 @@ impl<K: WatchKey, Op: DelayedOperation> Shard<K, Op> {
     /// Creates a list for `key` (absent from the table) and returns its id.
     fn create(&mut self, key: K, hash: u64) -> u32 {
         let slab = self.spare.pop().unwrap_or_else(Slab::new);
+        self.created = self.created.wrapping_add(1);
+        let generation = self.created;
         let id = match self.free_ids.pop() {
             Some(id) => {
                 let list = &mut self.lists[id as usize];
                 list.key = Some(key);
                 list.slab = slab;
-                list.generation = list.generation.wrapping_add(1);
+                list.generation = generation;
                 list.in_table = true;
                 list.tag = tag(hash);
                 id
@@ -155,7 +167,7 @@ impl<K: WatchKey, Op: DelayedOperation> Shard<K, Op> {
                 self.lists.push(ListSlot {
                     key: Some(key),
                     slab,
-                    generation: 0,
+                    generation,
                     in_table: true,
                     tag: tag(hash),
                 });
@@ -194,6 +206,13 @@ impl<K: WatchKey, Op: DelayedOperation> Shard<K, Op> {
             }
         }
         self.free_ids.push(id);
+        if self.free_ids.len() == self.lists.len() && self.lists.len() > KEEP_LISTS {
+            // Every list is free (so none is in the table): give the room
+            // back, so that a peak of keys does not stay resident.
+            self.lists = Vec::new();
+            self.free_ids = Vec::new();
+            self.table = KeyTable::new();
+        }
         was_in
     }
 }

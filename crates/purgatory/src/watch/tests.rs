@@ -24,16 +24,16 @@ fn op() -> Arc<Shared<Nop>> {
     Operation::new(Nop).0
 }
 
-fn watch(
-    index: &WatchIndex<&'static str, Nop, RandomState>,
-    key: &'static str,
+fn watch<K: WatchKey>(
+    index: &WatchIndex<K, Nop, RandomState>,
+    key: K,
     op: &Arc<Shared<Nop>>,
 ) -> Membership {
     index.watch(key, op, || false).expect("open")
 }
 
-fn unwatch(
-    index: &WatchIndex<&'static str, Nop, RandomState>,
+fn unwatch<K: WatchKey>(
+    index: &WatchIndex<K, Nop, RandomState>,
     m: Membership,
     op: &Arc<Shared<Nop>>,
 ) {
@@ -65,7 +65,49 @@ fn slots_are_reused_and_an_emptied_key_is_removed() {
     let md = watch(&index, "other", &a);
     assert_eq!(md.list, ma.list);
     let shard = index.shards[md.shard as usize].lock();
-    assert_eq!(shard.lists[md.list as usize].generation, 1);
+    assert_eq!(shard.lists[md.list as usize].generation, 2);
+}
+
+/// A shard whose lists are all freed gives their room back once it had
+/// more than `KEEP_LISTS`, and a scan begun before does not take a new
+/// list at a reused id for its own.
+#[test]
+fn an_emptied_shard_gives_its_room_back() {
+    let index = WatchIndex::<u32, Nop, _>::new(1, RandomState::new());
+    let ops: Vec<_> = (0..=KEEP_LISTS as u32).map(|_| op()).collect();
+    let members: Vec<_> = (0..)
+        .zip(&ops)
+        .map(|(k, o)| (watch(&index, k, o), o))
+        .collect();
+    let mut out = StackBuf::<_, 16>::new();
+    let cursor = index.scan(&0, None, 0, &mut out).expect("more to scan");
+    for (m, o) in &members[1..] {
+        unwatch(&index, *m, o);
+    }
+    assert_eq!(
+        index.shards[0].lock().lists.len(),
+        KEEP_LISTS + 1,
+        "one left"
+    );
+    unwatch(&index, members[0].0, members[0].1);
+    {
+        let shard = index.shards[0].lock();
+        assert_eq!((shard.lists.capacity(), shard.free_ids.capacity()), (0, 0));
+    }
+    assert_eq!(index.keys(), 0);
+    let again = watch(&index, 0, &ops[0]);
+    assert_eq!(again.list, 0, "the id is reused");
+    assert!(
+        index.scan(&0, Some(cursor), 10, &mut out).is_none(),
+        "not its list"
+    );
+    assert_eq!(index.len_of(&0), 1);
+
+    // Below the bound, the room is kept.
+    unwatch(&index, again, &ops[0]);
+    let m = watch(&index, 1, &ops[1]);
+    unwatch(&index, m, &ops[1]);
+    assert_eq!(index.shards[0].lock().lists.len(), 1, "kept");
 }
 
 #[test]
