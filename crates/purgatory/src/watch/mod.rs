@@ -257,10 +257,35 @@ pub(crate) struct Cursor {
     next_slot: usize,
 }
 
+/// Where a shard's key table keeps its entries, readable without the
+/// shard's lock, so that [`WatchIndex::prefetch`] can name the line a
+/// lookup will read. Written under the shard lock whenever the table's
+/// room changes (rarely); a reader may see a stale or torn pair, which
+/// only makes it prefetch a useless line.
+#[derive(Default)]
+struct TableHint {
+    base: AtomicUsize,
+    mask: AtomicUsize,
+}
+
+impl TableHint {
+    /// Records `table`'s location if it moved. Shard lock held.
+    fn update(&self, table: &KeyTable) {
+        let (base, mask) = table.location();
+        if self.base.load(Ordering::Relaxed) != base {
+            self.base.store(base, Ordering::Relaxed);
+            self.mask.store(mask, Ordering::Relaxed);
+        }
+    }
+}
+
 /// Keys to watch lists, sharded; keys are hashed with `S`.
 pub(crate) struct WatchIndex<K: WatchKey, Op: DelayedOperation, S> {
     hasher: S,
     shards: Box<[ShardLock<K, Op>]>,
+    /// One per shard, apart from the shards' locks (which both threads
+    /// write), so that reading them rarely misses.
+    hints: Box<[TableHint]>,
     mask: usize,
     keys: AtomicUsize,
 }
@@ -274,6 +299,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: BuildHasher> WatchIndex<K, Op, S> {
             shards: (0..shards)
                 .map(|_| CachePadded::new(Mutex::new(Shard::new())))
                 .collect(),
+            hints: (0..shards).map(|_| TableHint::default()).collect(),
             mask: shards - 1,
             keys: AtomicUsize::new(0),
         })
@@ -308,7 +334,9 @@ impl<K: WatchKey, Op: DelayedOperation, S: BuildHasher> WatchIndex<K, Op, S> {
             Some(id) => id,
             None => {
                 self.keys.fetch_add(1, Ordering::Relaxed);
-                shard.create(key, hash)
+                let id = shard.create(key, hash);
+                self.hints[shard_ix].update(&shard.table);
+                id
             }
         };
         let slab = &mut shard.list_mut(list).slab;
@@ -321,6 +349,20 @@ impl<K: WatchKey, Op: DelayedOperation, S: BuildHasher> WatchIndex<K, Op, S> {
             list,
             slot,
         })
+    }
+
+    /// Starts fetching the lines a [`watch`](Self::watch) or
+    /// [`scan`](Self::scan) of `key` reads first: its shard's lock and the
+    /// key table's entry where the lookup starts. Takes no lock.
+    pub(crate) fn prefetch(&self, key: &K) {
+        let (hash, shard_ix) = self.locate(key);
+        timer::internal::prefetch(&self.shards[shard_ix]);
+        let hint = &self.hints[shard_ix];
+        let base = hint.base.load(Ordering::Relaxed);
+        if base != 0 {
+            let slot = tag(hash) as usize & hint.mask.load(Ordering::Relaxed);
+            timer::internal::prefetch_addr((base as *const u64).wrapping_add(slot));
+        }
     }
 
     /// Copies up to `max` live operations of `key`'s list into `out` (the

@@ -57,7 +57,18 @@ impl KeyTable {
         (i + 1) & (self.entries.len() - 1)
     }
 
+    /// Where the entry a lookup of `tag` reads first is: the entries'
+    /// address and the mask of a slot index (`(0, 0)` while the table has
+    /// no room). For prefetching only: see [`super::TableHint`].
+    pub(super) fn location(&self) -> (usize, usize) {
+        match self.entries.len() {
+            0 => (0, 0),
+            n => (self.entries.as_ptr() as usize, n - 1),
+        }
+    }
+
     /// The first id with `tag` for which `is` holds.
+    #[inline]
     pub(super) fn find(&self, tag: u32, mut is: impl FnMut(u32) -> bool) -> Option<u32> {
         if self.len == 0 {
             return None;

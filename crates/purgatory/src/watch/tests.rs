@@ -439,3 +439,34 @@ fn the_head_neighbour_is_the_other_operation_of_a_short_list() {
     assert_eq!(neighbour(&slab, 1), None, "a tail: not a short list");
     assert_eq!(neighbour(&slab, 2), None);
 }
+
+/// The lock-free hint names where each shard's key table is, through its
+/// growth and after the shard gives its room back; a prefetch reads only
+/// the hint.
+#[test]
+fn the_table_hint_follows_the_table() {
+    let index = WatchIndex::<u32, Nop, _>::new(1, RandomState::new());
+    let hint = |index: &WatchIndex<u32, Nop, RandomState>| {
+        let h = &index.hints[0];
+        (
+            h.base.load(Ordering::Relaxed),
+            h.mask.load(Ordering::Relaxed),
+        )
+    };
+    index.prefetch(&1);
+    assert_eq!(hint(&index), (0, 0), "no room yet");
+    let ops: Vec<_> = (0..=KEEP_LISTS as u32).map(|_| op()).collect();
+    let members: Vec<_> = (0..)
+        .zip(&ops)
+        .map(|(k, o)| (watch(&index, k, o), o))
+        .collect();
+    let location = index.shards[0].lock().table.location();
+    assert_eq!(hint(&index), location);
+    assert!(location.1 >= KEEP_LISTS, "grown");
+    index.prefetch(&3);
+    for (m, o) in members {
+        unwatch(&index, m, o);
+    }
+    assert_eq!(hint(&index), (0, 0), "room given back");
+    index.prefetch(&3);
+}

@@ -138,8 +138,11 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> WatchIndex<K, Op, S> {
             let entry = list.slab.remove(m.slot, op);
             debug_assert!(entry.is_some(), "an operation left a slot it did not hold");
             removed.extend(entry);
-            if list.slab.live() == 0 && shard.free_list(m.list) {
-                self.keys.fetch_sub(1, Ordering::Relaxed);
+            if list.slab.live() == 0 {
+                if shard.free_list(m.list) {
+                    self.keys.fetch_sub(1, Ordering::Relaxed);
+                }
+                self.hints[shard_ix as usize].update(&shard.table);
             }
         }
         drop(shard);
