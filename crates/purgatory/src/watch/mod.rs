@@ -4,9 +4,9 @@
 //! each behind its own short-held mutex, so that unrelated keys never
 //! contend. A shard owns a hash table from keys to list ids (the key is
 //! hashed once per call, and the hash picks both the shard and the slot;
-//! see [`table`]) and a slab of lists. Each list is itself a slab: its key, its first two
-//! slots in place and the rest in a vector with a free list (see
-//! [`slab`]). An operation remembers, for each key it watches, its
+//! see [`table`]) and a slab of lists. Each list is itself a slab: its key,
+//! its first two slots in place and the rest in a vector with a free list
+//! (see [`slab`]). An operation remembers, for each key it watches, its
 //! [`Membership`] — shard, list id and slot, three integers — so leaving a
 //! list is O(1): one lock, no lookup, no scan, no purge, no reference count.
 //!
@@ -77,7 +77,8 @@ struct ListSlot<K: WatchKey, Op: DelayedOperation> {
     /// `None` while the id is free.
     key: Option<K>,
     slab: Slab<Op>,
-    /// Bumped each time the id is reused.
+    /// The shard's count of lists created when this one was (see
+    /// `Shard::created`).
     generation: u32,
     /// Whether the key table maps `key` to this list (false once detached).
     in_table: bool,
@@ -272,7 +273,11 @@ impl TableHint {
     /// Records `table`'s location if it moved. Shard lock held.
     fn update(&self, table: &KeyTable) {
         let (base, mask) = table.location();
-        if self.base.load(Ordering::Relaxed) != base {
+        let now = (
+            self.base.load(Ordering::Relaxed),
+            self.mask.load(Ordering::Relaxed),
+        );
+        if now != (base, mask) {
             self.base.store(base, Ordering::Relaxed);
             self.mask.store(mask, Ordering::Relaxed);
         }
