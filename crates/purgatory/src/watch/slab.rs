@@ -98,7 +98,14 @@ impl<Op: DelayedOperation> Slab<Op> {
     }
 
     pub(super) fn insert(&mut self, op: Weak<Shared<Op>>) -> u32 {
+        let slot = self.place(op);
         self.live += 1;
+        slot
+    }
+
+    /// Puts `op` in a vacant slot (the head's first, then the one freed
+    /// last) or a new one at the end; returns its index.
+    fn place(&mut self, op: Weak<Shared<Op>>) -> u32 {
         if let Some(i) = self.head.iter().position(Option::is_none) {
             self.head[i] = Some(op);
             return i as u32;
