@@ -393,6 +393,32 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
         }
     }
 
+    /// A hint, for a caller that knows which key it will watch or check
+    /// next and has other work to do first: starts bringing into this
+    /// core's caches the first lines that a watch or check of `key` reads
+    /// (its shard's lock and where the lookup starts in the shard's key
+    /// table), so that they arrive during that work rather than in the
+    /// call. It hashes the key and changes nothing; it takes no lock and
+    /// never waits. A request handler about to heartbeat a member, say,
+    /// calls it before looking the member up in its group.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use purgatory::{DelayedOperation, Purgatory};
+    /// # struct Never;
+    /// # impl DelayedOperation for Never {
+    /// #     fn timeout(&self) -> Duration { Duration::from_secs(30) }
+    /// #     fn try_complete(&self) -> bool { false }
+    /// #     fn on_complete(&self) {}
+    /// # }
+    /// let purgatory = Purgatory::builder("heartbeat").reaper(false).build::<u64, Never>().unwrap();
+    /// purgatory.prefetch(&7); // then other work, then a watch or check of 7
+    /// assert_eq!(purgatory.check_and_complete(&7), 0);
+    /// ```
+    pub fn prefetch(&self, key: &K) {
+        self.index.prefetch(key);
+    }
+
     /// Tries every operation watched under `key` and completes those that can
     /// complete now. Returns how many this call completed.
     ///

@@ -122,7 +122,7 @@ pub use wheel::{Insertion, TimingWheel, MAX_DEADLINE_MS, MAX_TICK_MS, MAX_WHEEL_
 /// release; nothing outside this workspace should use it.
 #[doc(hidden)]
 pub mod internal {
-    pub use crate::prefetch::prefetch;
+    pub use crate::prefetch::{prefetch, prefetch_addr};
     pub use crate::spin_lock::lock_spinning;
     pub use crate::thread_index::thread_index;
 }

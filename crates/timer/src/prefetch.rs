@@ -23,3 +23,20 @@ pub fn prefetch<T>(value: &T) {
     #[cfg(not(target_arch = "x86_64"))]
     let _ = value;
 }
+
+/// [`prefetch`] of the line holding the byte at `addr`, which need not be
+/// valid to dereference: for what a reference cannot name, such as the
+/// reference counts in front of a `Weak`'s value. Does nothing on targets
+/// other than x86-64.
+#[inline(always)]
+pub fn prefetch_addr<T>(addr: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: as in `prefetch`: the hint never faults and has no effect the
+    // program can observe, whatever the address.
+    unsafe {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch::<_MM_HINT_T0>(addr.cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = addr;
+}

@@ -214,8 +214,9 @@ impl GroupCoordinator {
             group.id(),
             result.generation
         );
+        let key = MemberKey::new(group.id().clone(), member.clone());
         self.inner
-            .complete_and_schedule_next(&group, member, token, session_timeout);
+            .complete_and_schedule_next(&group, key, token, session_timeout);
         Ok(result)
     }
 
@@ -241,6 +242,11 @@ impl GroupCoordinator {
         if !group.reports_to(&self.inner) {
             return Err(ErrorCode::GroupIdNotFound);
         }
+        // The member's watch list is the next cold memory after its entry
+        // in the group: start fetching its way in while the group lock and
+        // the member table are taken.
+        let key = MemberKey::new(group.id().clone(), member.clone());
+        self.inner.purgatory.prefetch(&key);
         let _guard = group.lock();
         let now = self.now_ms();
         let renewed = group.with_state(|state| {
@@ -254,7 +260,7 @@ impl GroupCoordinator {
         });
         let (token, session_timeout) = renewed.ok_or(ErrorCode::UnknownMemberId)?;
         self.inner
-            .complete_and_schedule_next(group, member, token, session_timeout);
+            .complete_and_schedule_next(group, key, token, session_timeout);
         Ok(())
     }
 
@@ -334,15 +340,15 @@ impl fmt::Debug for GroupCoordinator {
 
 impl CoordinatorInner {
     /// Kafka's `completeAndScheduleNextHeartbeatExpiration`; the caller holds
-    /// the group lock and has just given the member the new `token`.
+    /// the group lock and has just given the member of `key` the new `token`.
     fn complete_and_schedule_next(
         &self,
         group: &Arc<Group>,
-        member: &MemberId,
+        key: MemberKey,
         token: u64,
         session_timeout: Duration,
     ) {
-        let key = MemberKey::new(group.id().clone(), member.clone());
+        let member = &key.member;
         let op = DelayedHeartbeat::new(Arc::clone(group), member.clone(), token, session_timeout);
         let op = Operation::with_lock(op, group.operation_lock());
         // The next expectation is watched before the pending one completes

@@ -3,9 +3,10 @@
 //! A [`WatchIndex`] is split into shards (a power of two, 512 by default),
 //! each behind its own short-held mutex, so that unrelated keys never
 //! contend. A shard owns a hash table from keys to list ids (the key is
-//! hashed once per call, and the hash picks both the shard and the bucket)
-//! and a slab of lists. Each list is itself a slab: a vector of slots with a
-//! free list. An operation remembers, for each key it watches, its
+//! hashed once per call, and the hash picks both the shard and the slot;
+//! see [`table`]) and a slab of lists. Each list is itself a slab: its key,
+//! its first two slots in place and the rest in a vector with a free list
+//! (see [`slab`]). An operation remembers, for each key it watches, its
 //! [`Membership`] — shard, list id and slot, three integers — so leaving a
 //! list is O(1): one lock, no lookup, no scan, no purge, no reference count.
 //!
@@ -25,15 +26,16 @@
 //!   [`WatchIndex::remove`] and [`WatchIndex::drain`] take lists out of the
 //!   key table while operations still occupy them (*detached* lists); such a
 //!   list is freed when its last operation is released.
-//! * Each list id has a generation, bumped when the id is reused, so that a
-//!   chunked scan ([`WatchIndex::scan`]) notices that its list is gone.
+//! * Each list has a generation, the count of lists its shard had created
+//!   when it was, so that a chunked scan ([`WatchIndex::scan`]) notices
+//!   that its list is gone, even once the id is reused or the shard has
+//!   given its room back.
 //! * `keys` counts the lists in the key tables.
 
 use std::hash::{BuildHasher, Hash};
 use std::sync::Arc;
 
 use crossbeam_utils::CachePadded;
-use hashbrown::hash_table::HashTable;
 
 use crate::members::Membership;
 use crate::operation::{DelayedOperation, Shared};
@@ -41,11 +43,13 @@ use crate::stackbuf::StackBuf;
 use crate::sync::{lock_spinning, AtomicUsize, Mutex, Ordering};
 
 mod slab;
+mod table;
 #[cfg(test)]
 mod tests;
 mod unwatch;
 
 use slab::Slab;
+use table::KeyTable;
 
 /// What a key must be: compared, hashed, shared between threads and
 /// printable in logs. Implemented for every such type. (`Clone` is not used
@@ -62,120 +66,128 @@ pub trait KeyHasher: BuildHasher + Send + Sync + 'static {}
 
 impl<T: BuildHasher + Send + Sync + 'static> KeyHasher for T {}
 
-/// The operations watched under one key.
-struct List<K: WatchKey, Op: DelayedOperation> {
-    key: K,
-    hash: u64,
+/// The operations watched under one key, at a list id of its shard; or a
+/// free id (no key).
+///
+/// Laid out in this order (`repr(C)`) so that the key and the slab's head
+/// come first: a lookup that matches the key finds a short list's slots on
+/// the lines it has just read.
+#[repr(C)]
+struct ListSlot<K: WatchKey, Op: DelayedOperation> {
+    /// `None` while the id is free.
+    key: Option<K>,
+    slab: Slab<Op>,
+    /// The shard's count of lists created when this one was (see
+    /// `Shard::created`).
+    generation: u32,
     /// Whether the key table maps `key` to this list (false once detached).
     in_table: bool,
-    slab: Slab<Op>,
-}
-
-struct ListSlot<K: WatchKey, Op: DelayedOperation> {
-    generation: u32,
-    list: Option<List<K, Op>>,
+    /// The key's tag in the key table.
+    tag: u32,
 }
 
 /// One shard: a key table and the lists it points to.
 struct Shard<K: WatchKey, Op: DelayedOperation> {
     /// List ids, found by their list's key.
-    table: HashTable<u32>,
+    table: KeyTable,
     lists: Vec<ListSlot<K, Op>>,
     free_ids: Vec<u32>,
+    /// Lists created so far (wrapping): the next list's generation.
+    created: u32,
     /// Emptied slabs of the last lists freed, if small, for the next lists
     /// created (see [`Slab::recycle`]); at most [`SPARE_SLABS`].
     spare: Vec<Slab<Op>>,
 }
 
 /// How many emptied slabs a shard keeps for its next lists. Keys whose
-/// lists empty and fill again (a member's heartbeat; W4's 100,000 keys
-/// with about one operation each) create and free lists in no particular
+/// lists grow past their head and empty again (W4's 100,000 keys with
+/// about ten operations each) create and free lists in no particular
 /// order, so keeping one would catch only part of them; each freed and
 /// reallocated slab is an allocation on the thread watching and a free on
 /// the one completing. Bounded, with [`slab::RECYCLE_MAX`], so that an idle
 /// shard holds little.
 const SPARE_SLABS: usize = 4;
 
+/// The most list ids a shard keeps when all its lists are freed; one that
+/// had more gives their room (and its key table's) back. A shard whose
+/// few keys come and go keeps its room and allocates nothing.
+const KEEP_LISTS: usize = 64;
+
 impl<K: WatchKey, Op: DelayedOperation> Shard<K, Op> {
     fn new() -> Self {
         Shard {
-            table: HashTable::new(),
+            table: KeyTable::new(),
             lists: Vec::new(),
             free_ids: Vec::new(),
+            created: 0,
             spare: Vec::new(),
         }
     }
 
-    fn list(&self, id: u32) -> &List<K, Op> {
-        self.lists[id as usize]
-            .list
-            .as_ref()
-            .expect("a membership or the key table points at a freed list")
+    fn list(&self, id: u32) -> &ListSlot<K, Op> {
+        let list = &self.lists[id as usize];
+        assert!(
+            list.key.is_some(),
+            "a membership or the key table points at a freed list"
+        );
+        list
     }
 
-    fn list_mut(&mut self, id: u32) -> &mut List<K, Op> {
-        self.lists[id as usize]
-            .list
-            .as_mut()
-            .expect("a membership or the key table points at a freed list")
+    fn list_mut(&mut self, id: u32) -> &mut ListSlot<K, Op> {
+        let list = &mut self.lists[id as usize];
+        assert!(
+            list.key.is_some(),
+            "a membership or the key table points at a freed list"
+        );
+        list
     }
 
     fn find(&self, hash: u64, key: &K) -> Option<u32> {
         let lists = &self.lists;
         self.table
-            .find(hash, |&id| {
-                lists[id as usize]
-                    .list
-                    .as_ref()
-                    .is_some_and(|l| l.key == *key)
-            })
-            .copied()
+            .find(tag(hash), |id| lists[id as usize].key.as_ref() == Some(key))
     }
 
     /// Creates a list for `key` (absent from the table) and returns its id.
     fn create(&mut self, key: K, hash: u64) -> u32 {
-        let list = List {
-            key,
-            hash,
-            in_table: true,
-            slab: self.spare.pop().unwrap_or_else(Slab::new),
-        };
+        let slab = self.spare.pop().unwrap_or_else(Slab::new);
+        self.created = self.created.wrapping_add(1);
+        let generation = self.created;
         let id = match self.free_ids.pop() {
             Some(id) => {
-                let slot = &mut self.lists[id as usize];
-                slot.generation = slot.generation.wrapping_add(1);
-                slot.list = Some(list);
+                let list = &mut self.lists[id as usize];
+                list.key = Some(key);
+                list.slab = slab;
+                list.generation = generation;
+                list.in_table = true;
+                list.tag = tag(hash);
                 id
             }
             None => {
                 let id = u32::try_from(self.lists.len()).expect("too many keys in one shard");
                 self.lists.push(ListSlot {
-                    generation: 0,
-                    list: Some(list),
+                    key: Some(key),
+                    slab,
+                    generation,
+                    in_table: true,
+                    tag: tag(hash),
                 });
                 id
             }
         };
-        let lists = &self.lists;
-        self.table.insert_unique(hash, id, |&id| {
-            lists[id as usize].list.as_ref().map_or(0, |l| l.hash)
-        });
+        self.table.insert(tag(hash), id);
         id
     }
 
     /// Takes list `id` out of the key table (it stays allocated while
     /// operations occupy it). Returns whether it was in the table.
     fn detach(&mut self, id: u32) -> bool {
-        let (hash, was_in) = {
-            let list = self.list_mut(id);
-            let was_in = list.in_table;
-            list.in_table = false;
-            (list.hash, was_in)
-        };
+        let list = self.list_mut(id);
+        let (tag, was_in) = (list.tag, list.in_table);
+        list.in_table = false;
         if was_in {
-            if let Ok(entry) = self.table.find_entry(hash, |&x| x == id) {
-                entry.remove();
-            }
+            let removed = self.table.remove(tag, id);
+            debug_assert!(removed, "a list in the table was not found by its tag");
         }
         was_in
     }
@@ -184,8 +196,10 @@ impl<K: WatchKey, Op: DelayedOperation> Shard<K, Op> {
     /// Returns whether it was in the table.
     fn free_list(&mut self, id: u32) -> bool {
         let was_in = self.detach(id);
-        if let Some(list) = self.lists[id as usize].list.take() {
-            if let Some(slab) = list.slab.recycle() {
+        let list = &mut self.lists[id as usize];
+        if list.key.take().is_some() {
+            let slab = std::mem::replace(&mut list.slab, Slab::new());
+            if let Some(slab) = slab.recycle() {
                 if self.spare.len() < SPARE_SLABS {
                     self.spare.reserve_exact(SPARE_SLABS);
                     self.spare.push(slab);
@@ -193,7 +207,42 @@ impl<K: WatchKey, Op: DelayedOperation> Shard<K, Op> {
             }
         }
         self.free_ids.push(id);
+        if self.free_ids.len() == self.lists.len() && self.lists.len() > KEEP_LISTS {
+            // Every list is free (so none is in the table): give the room
+            // back, so that a peak of keys does not stay resident.
+            self.lists = Vec::new();
+            self.free_ids = Vec::new();
+            self.table = KeyTable::new();
+        }
         was_in
+    }
+}
+
+/// A key's tag in its shard's key table: the low 32 bits of its hash (the
+/// shard is chosen from a mix of all of them, see `WatchIndex::locate`).
+fn tag(hash: u64) -> u32 {
+    hash as u32
+}
+
+/// Starts fetching the lines of the operation `op` names (its reference
+/// counts, state, lock and value), without touching them.
+///
+/// A watch that joins a list holding one other operation calls it for that
+/// one: a short list's next event is often a check of its key that
+/// completes the older operation (a member's heartbeat watches the next
+/// expectation, then checks its key to complete the pending one, last
+/// touched a session ago, often on another core). The lines then arrive
+/// while the watch finishes and the timer is armed, rather than when the
+/// check reads them.
+fn prefetch_operation<Op: DelayedOperation>(op: &std::sync::Weak<Shared<Op>>) {
+    // The counts are two words in front of the value.
+    let start = op
+        .as_ptr()
+        .cast::<u8>()
+        .wrapping_sub(2 * size_of::<usize>());
+    let bytes = 2 * size_of::<usize>() + size_of::<Shared<Op>>();
+    for offset in (0..bytes).step_by(64).chain([bytes - 1]) {
+        timer::internal::prefetch_addr(start.wrapping_add(offset));
     }
 }
 
@@ -209,10 +258,39 @@ pub(crate) struct Cursor {
     next_slot: usize,
 }
 
+/// Where a shard's key table keeps its entries, readable without the
+/// shard's lock, so that [`WatchIndex::prefetch`] can name the line a
+/// lookup will read. Written under the shard lock whenever the table's
+/// room changes (rarely); a reader may see a stale or torn pair, which
+/// only makes it prefetch a useless line.
+#[derive(Default)]
+struct TableHint {
+    base: AtomicUsize,
+    mask: AtomicUsize,
+}
+
+impl TableHint {
+    /// Records `table`'s location if it moved. Shard lock held.
+    fn update(&self, table: &KeyTable) {
+        let (base, mask) = table.location();
+        let now = (
+            self.base.load(Ordering::Relaxed),
+            self.mask.load(Ordering::Relaxed),
+        );
+        if now != (base, mask) {
+            self.base.store(base, Ordering::Relaxed);
+            self.mask.store(mask, Ordering::Relaxed);
+        }
+    }
+}
+
 /// Keys to watch lists, sharded; keys are hashed with `S`.
 pub(crate) struct WatchIndex<K: WatchKey, Op: DelayedOperation, S> {
     hasher: S,
     shards: Box<[ShardLock<K, Op>]>,
+    /// One per shard, apart from the shards' locks (which both threads
+    /// write), so that reading them rarely misses.
+    hints: Box<[TableHint]>,
     mask: usize,
     keys: AtomicUsize,
 }
@@ -226,6 +304,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: BuildHasher> WatchIndex<K, Op, S> {
             shards: (0..shards)
                 .map(|_| CachePadded::new(Mutex::new(Shard::new())))
                 .collect(),
+            hints: (0..shards).map(|_| TableHint::default()).collect(),
             mask: shards - 1,
             keys: AtomicUsize::new(0),
         })
@@ -233,11 +312,11 @@ impl<K: WatchKey, Op: DelayedOperation, S: BuildHasher> WatchIndex<K, Op, S> {
 
     fn locate(&self, key: &K) -> (u64, usize) {
         let hash = self.hasher.hash_one(key);
-        // The table uses the low bits (bucket) and the top 7 (tag). The
-        // shard is taken from a multiplicative mix of the whole hash (the
-        // golden-ratio constant), so that it is independent of both and a
-        // hasher whose output fits in 32 bits still spreads keys over every
-        // shard.
+        // The key table uses the low 32 bits (the tag, whose low bits pick
+        // the slot). The shard is taken from a multiplicative mix of the
+        // whole hash (the golden-ratio constant), so that it does not fix
+        // the slot's bits and a hasher whose output fits in 32 bits still
+        // spreads keys over every shard.
         let mixed = hash.wrapping_mul(0x9e37_79b9_7f4a_7c15);
         (hash, ((mixed >> 32) as usize) & self.mask)
     }
@@ -260,15 +339,35 @@ impl<K: WatchKey, Op: DelayedOperation, S: BuildHasher> WatchIndex<K, Op, S> {
             Some(id) => id,
             None => {
                 self.keys.fetch_add(1, Ordering::Relaxed);
-                shard.create(key, hash)
+                let id = shard.create(key, hash);
+                self.hints[shard_ix].update(&shard.table);
+                id
             }
         };
-        let slot = shard.list_mut(list).slab.insert(Arc::downgrade(op));
+        let slab = &mut shard.list_mut(list).slab;
+        let slot = slab.insert(Arc::downgrade(op));
+        if let Some(other) = slab.head_neighbour(slot) {
+            prefetch_operation(other);
+        }
         Some(Membership {
             shard: shard_ix as u32,
             list,
             slot,
         })
+    }
+
+    /// Starts fetching the lines a [`watch`](Self::watch) or
+    /// [`scan`](Self::scan) of `key` reads first: its shard's lock and the
+    /// key table's entry where the lookup starts. Takes no lock.
+    pub(crate) fn prefetch(&self, key: &K) {
+        let (hash, shard_ix) = self.locate(key);
+        timer::internal::prefetch(&self.shards[shard_ix]);
+        let hint = &self.hints[shard_ix];
+        let base = hint.base.load(Ordering::Relaxed);
+        if base != 0 {
+            let slot = tag(hash) as usize & hint.mask.load(Ordering::Relaxed);
+            timer::internal::prefetch_addr((base as *const u64).wrapping_add(slot));
+        }
     }
 
     /// Copies up to `max` live operations of `key`'s list into `out` (the
@@ -303,21 +402,20 @@ impl<K: WatchKey, Op: DelayedOperation, S: BuildHasher> WatchIndex<K, Op, S> {
                 }
             }
         };
-        let slot = &shard.lists[cursor.list as usize];
-        let list = match &slot.list {
-            Some(list) if slot.generation == cursor.generation && list.in_table => list,
+        let list = &shard.lists[cursor.list as usize];
+        if list.key.is_none() || list.generation != cursor.generation || !list.in_table {
             // Emptied or cancelled since the last chunk.
-            _ => return None,
-        };
-        let slots = &list.slab.slots;
+            return None;
+        }
         let mut i = cursor.next_slot;
-        while i < slots.len() {
+        while i < list.slab.len() {
             let room = max.saturating_sub(out.len());
             if room == 0 {
                 cursor.next_slot = i;
                 return Some(cursor);
             }
-            let window = &slots[i..slots.len().min(i + room.min(64))];
+            let run = list.slab.run_from(i);
+            let window = &run[..run.len().min(room.min(64))];
             // Two passes, so the shard lock is held briefly. The first only
             // reads each occupant's reference count: independent loads,
             // whose cache misses the CPU overlaps (the operations were last
@@ -372,7 +470,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: BuildHasher> WatchIndex<K, Op, S> {
     pub(crate) fn drain(&self, out: &mut Vec<Arc<Shared<Op>>>) {
         for shard in self.shards.iter() {
             let mut shard = shard.lock();
-            let ids: Vec<u32> = shard.table.drain().collect();
+            let ids = shard.table.drain();
             for id in ids {
                 let list = shard.list_mut(id);
                 list.in_table = false;

@@ -1,5 +1,6 @@
 //! The watch lists' internals: slots, detached lists, chunked scans.
 
+use super::slab::HEAD;
 use super::unwatch::{FEW_SHARDS, UNWATCH_CHUNK};
 use super::*;
 use crate::members::Members;
@@ -23,16 +24,16 @@ fn op() -> Arc<Shared<Nop>> {
     Operation::new(Nop).0
 }
 
-fn watch(
-    index: &WatchIndex<&'static str, Nop, RandomState>,
-    key: &'static str,
+fn watch<K: WatchKey>(
+    index: &WatchIndex<K, Nop, RandomState>,
+    key: K,
     op: &Arc<Shared<Nop>>,
 ) -> Membership {
     index.watch(key, op, || false).expect("open")
 }
 
-fn unwatch(
-    index: &WatchIndex<&'static str, Nop, RandomState>,
+fn unwatch<K: WatchKey>(
+    index: &WatchIndex<K, Nop, RandomState>,
     m: Membership,
     op: &Arc<Shared<Nop>>,
 ) {
@@ -64,7 +65,49 @@ fn slots_are_reused_and_an_emptied_key_is_removed() {
     let md = watch(&index, "other", &a);
     assert_eq!(md.list, ma.list);
     let shard = index.shards[md.shard as usize].lock();
-    assert_eq!(shard.lists[md.list as usize].generation, 1);
+    assert_eq!(shard.lists[md.list as usize].generation, 2);
+}
+
+/// A shard whose lists are all freed gives their room back once it had
+/// more than `KEEP_LISTS`, and a scan begun before does not take a new
+/// list at a reused id for its own.
+#[test]
+fn an_emptied_shard_gives_its_room_back() {
+    let index = WatchIndex::<u32, Nop, _>::new(1, RandomState::new());
+    let ops: Vec<_> = (0..=KEEP_LISTS as u32).map(|_| op()).collect();
+    let members: Vec<_> = (0..)
+        .zip(&ops)
+        .map(|(k, o)| (watch(&index, k, o), o))
+        .collect();
+    let mut out = StackBuf::<_, 16>::new();
+    let cursor = index.scan(&0, None, 0, &mut out).expect("more to scan");
+    for (m, o) in &members[1..] {
+        unwatch(&index, *m, o);
+    }
+    assert_eq!(
+        index.shards[0].lock().lists.len(),
+        KEEP_LISTS + 1,
+        "one left"
+    );
+    unwatch(&index, members[0].0, members[0].1);
+    {
+        let shard = index.shards[0].lock();
+        assert_eq!((shard.lists.capacity(), shard.free_ids.capacity()), (0, 0));
+    }
+    assert_eq!(index.keys(), 0);
+    let again = watch(&index, 0, &ops[0]);
+    assert_eq!(again.list, 0, "the id is reused");
+    assert!(
+        index.scan(&0, Some(cursor), 10, &mut out).is_none(),
+        "not its list"
+    );
+    assert_eq!(index.len_of(&0), 1);
+
+    // Below the bound, the room is kept.
+    unwatch(&index, again, &ops[0]);
+    let m = watch(&index, 1, &ops[1]);
+    unwatch(&index, m, &ops[1]);
+    assert_eq!(index.shards[0].lock().lists.len(), 1, "kept");
 }
 
 #[test]
@@ -84,7 +127,7 @@ fn a_detached_list_lives_until_its_last_operation_leaves() {
     unwatch(&index, ma, &a);
     unwatch(&index, mb, &b);
     let shard = index.shards[ma.shard as usize].lock();
-    assert!(shard.lists[ma.list as usize].list.is_none(), "freed");
+    assert!(shard.lists[ma.list as usize].key.is_none(), "freed");
     assert!(shard.free_ids.contains(&ma.list));
     drop(shard);
     assert_eq!(index.len_of(&"k"), 1);
@@ -196,15 +239,28 @@ fn a_slot_is_eight_bytes() {
     assert_eq!(std::mem::size_of::<slab::Slot<Nop>>(), 8);
 }
 
-/// A slot in the middle goes on the free stack (the one freed last is
-/// reused first); the last slot is popped, never stacked; every vacant one
-/// is found again.
+/// A list with its first two slots in place: 88 bytes beside its key (a
+/// heartbeat's `MemberKey`, two ids of a shared text and a hash each, is 48
+/// bytes), and nothing else while it holds at most two operations.
 #[test]
-fn the_slot_freed_last_is_reused_first_and_the_last_slot_is_popped() {
+fn a_list_is_its_key_and_88_bytes() {
+    #[derive(Clone, PartialEq, Eq, Hash, Debug)]
+    struct MemberKey(Arc<str>, u64, Arc<str>, u64);
+    assert_eq!(std::mem::size_of::<MemberKey>(), 48);
+    assert_eq!(std::mem::size_of::<ListSlot<MemberKey, Nop>>(), 48 + 88);
+    assert_eq!(std::mem::size_of::<ListSlot<u64, Nop>>(), 16 + 88);
+}
+
+/// The head's slots are filled first and reused first; a tail slot in the
+/// middle goes on the free stack (the one freed last is reused first); the
+/// tail's last slot is popped, never stacked; every vacant one is found
+/// again.
+#[test]
+fn head_slots_first_then_the_slot_freed_last_and_the_last_slot_is_popped() {
     let mut slab = Slab::<Nop>::new();
-    let ops: Vec<_> = (0..5).map(|_| op()).collect();
+    let ops: Vec<_> = (0..6).map(|_| op()).collect();
     let slots: Vec<u32> = ops.iter().map(|o| slab.insert(Arc::downgrade(o))).collect();
-    assert_eq!(slots, [0, 1, 2, 3, 4]);
+    assert_eq!(slots, [0, 1, 2, 3, 4, 5]);
     assert!(
         slab.remove(1, Arc::as_ptr(&ops[2])).is_none(),
         "not its slot"
@@ -212,47 +268,75 @@ fn the_slot_freed_last_is_reused_first_and_the_last_slot_is_popped() {
     assert!(slab.remove(1, Arc::as_ptr(&ops[1])).is_some());
     assert!(slab.remove(1, Arc::as_ptr(&ops[1])).is_none(), "freed once");
     assert!(slab.remove(2, Arc::as_ptr(&ops[2])).is_some());
-    assert!(slab.remove(4, Arc::as_ptr(&ops[4])).is_some());
-    assert_eq!((slab.slots.len(), slab.live()), (4, 2), "the last popped");
-    assert!(slab.remove(4, Arc::as_ptr(&ops[4])).is_none(), "freed once");
-    assert_eq!(slab.insert(Arc::downgrade(&ops[4])), 2, "freed last");
-    assert_eq!(slab.insert(Arc::downgrade(&ops[2])), 1);
+    assert!(slab.remove(3, Arc::as_ptr(&ops[3])).is_some());
+    assert!(slab.remove(5, Arc::as_ptr(&ops[5])).is_some());
+    assert_eq!((slab.len(), slab.live()), (5, 2), "the last popped");
+    assert!(slab.remove(5, Arc::as_ptr(&ops[5])).is_none(), "freed once");
+    assert!(slab.remove(9, Arc::as_ptr(&ops[5])).is_none(), "never used");
+    assert_eq!(slab.insert(Arc::downgrade(&ops[5])), 1, "the head first");
+    assert_eq!(slab.insert(Arc::downgrade(&ops[3])), 3, "freed last");
+    assert_eq!(slab.insert(Arc::downgrade(&ops[2])), 2);
     assert_eq!(
         slab.insert(Arc::downgrade(&ops[1])),
-        4,
+        5,
         "none vacant: grows"
     );
-    assert_eq!(slab.live(), 5);
+    assert_eq!(slab.live(), 6);
     // Emptied from the end, the stack stays untouched; a slot vacant
     // below the end stays on it, below the length.
-    assert!(slab.remove(1, Arc::as_ptr(&ops[2])).is_some());
-    for slot in (2..5).rev() {
-        let occupant = [&ops[0], &ops[2], &ops[4], &ops[3], &ops[1]][slot];
-        assert!(slab.remove(slot as u32, Arc::as_ptr(occupant)).is_some());
+    assert!(slab.remove(2, Arc::as_ptr(&ops[2])).is_some());
+    let occupants = [&ops[0], &ops[5], &ops[2], &ops[3], &ops[4], &ops[1]];
+    for slot in (3..6).rev() {
+        assert!(slab
+            .remove(slot as u32, Arc::as_ptr(occupants[slot]))
+            .is_some());
     }
-    assert_eq!((slab.slots.len(), slab.live()), (2, 1));
-    assert_eq!(slab.insert(Arc::downgrade(&ops[2])), 1, "found again");
+    assert_eq!((slab.len(), slab.live()), (3, 2));
+    assert_eq!(slab.insert(Arc::downgrade(&ops[2])), 2, "found again");
     let mut out = Vec::new();
     slab.copy_all(&mut out);
-    assert_eq!(out.len(), 2);
+    assert_eq!(out.len(), 3);
+    // A run of slots ends with the head or with the tail.
+    assert_eq!((slab.run_from(0).len(), slab.run_from(1).len()), (2, 1));
+    assert_eq!(slab.run_from(2).len(), 1);
 }
 
-/// A list emptied and refilled (a heartbeat's member key) gets the emptied
-/// slab back, vacant: its first slot is 0 again and nothing of the old
-/// list shows. One with much room is not kept.
+/// A list of one or two operations (a member's heartbeat expectation and
+/// the one replacing it) lives in its head: it allocates nothing, however
+/// its two slots are taken and freed in turn.
+#[test]
+fn a_short_list_never_allocates() {
+    let mut slab = Slab::<Nop>::new();
+    let ops: Vec<_> = (0..8).map(|_| op()).collect();
+    let mut pending = (slab.insert(Arc::downgrade(&ops[0])), &ops[0]);
+    for next in &ops[1..] {
+        let slot = slab.insert(Arc::downgrade(next));
+        assert!(slab.remove(pending.0, Arc::as_ptr(pending.1)).is_some());
+        pending = (slot, next);
+        assert_eq!((slab.len(), slab.live()), (HEAD, 1));
+    }
+    assert!(slab.remove(pending.0, Arc::as_ptr(pending.1)).is_some());
+    assert!(slab.recycle().is_none(), "no tail: nothing to keep");
+}
+
+/// A list whose tail was used and emptied lends its slab to the next list
+/// created, vacant: its first slot is 0 again and nothing of the old list
+/// shows. One with much room is not kept.
 #[test]
 fn an_emptied_small_list_lends_its_slab_to_the_next() {
     let index = WatchIndex::<&str, Nop, _>::new(1, RandomState::new());
-    let (a, b) = (op(), op());
-    let ma = watch(&index, "k", &a);
-    unwatch(&index, ma, &a);
+    let ops: Vec<_> = (0..=HEAD).map(|_| op()).collect();
+    let members: Vec<_> = ops.iter().map(|o| watch(&index, "k", o)).collect();
+    for (m, o) in members.iter().zip(&ops) {
+        unwatch(&index, *m, o);
+    }
     assert_eq!(index.shards[0].lock().spare.len(), 1, "kept");
-    let mb = watch(&index, "j", &b);
+    let mb = watch(&index, "j", &ops[0]);
     assert!(index.shards[0].lock().spare.is_empty(), "reused");
     assert_eq!((mb.slot, index.len_of(&"j"), index.keys()), (0, 1, 1));
-    unwatch(&index, mb, &b);
+    unwatch(&index, mb, &ops[0]);
 
-    let many: Vec<_> = (0..=slab::RECYCLE_MAX).map(|_| op()).collect();
+    let many: Vec<_> = (0..=HEAD + slab::RECYCLE_MAX).map(|_| op()).collect();
     let members: Vec<_> = many.iter().map(|o| watch(&index, "big", o)).collect();
     index.shards[0].lock().spare.clear();
     for (m, o) in members.iter().zip(&many) {
@@ -262,8 +346,9 @@ fn an_emptied_small_list_lends_its_slab_to_the_next() {
     assert_eq!(index.keys(), 0);
 }
 
-/// Watches a new operation under each key, then lets each leave, in
-/// order: every list is created, then emptied. Returns the operations.
+/// Watches a new operation under each key, `HEAD + 1` times (so that each
+/// list has a tail), then lets each leave, in order: every list is
+/// created, then emptied. Returns the operations.
 fn watch_and_leave(
     index: &WatchIndex<&'static str, Nop, RandomState>,
     keys: &[&'static str],
@@ -272,10 +357,10 @@ fn watch_and_leave(
     let members: Vec<_> = keys
         .iter()
         .zip(&ops)
-        .map(|(k, o)| watch(index, k, o))
+        .flat_map(|(k, o)| (0..=HEAD).map(move |_| (watch(index, k, o), o)))
         .collect();
-    for (m, o) in members.iter().zip(&ops) {
-        unwatch(index, *m, o);
+    for (m, o) in members {
+        unwatch(index, m, o);
     }
     ops
 }
@@ -335,4 +420,53 @@ fn dropping_spares_empties_every_shard() {
     assert!(index.shards.iter().any(|s| !s.lock().spare.is_empty()));
     index.drop_spares();
     assert!(index.shards.iter().all(|s| s.lock().spare.is_empty()));
+}
+
+/// A watch names the other operation of a list that is only its head (the
+/// one a heartbeat's check completes next), and none once the list has a
+/// tail.
+#[test]
+fn the_head_neighbour_is_the_other_operation_of_a_short_list() {
+    let mut slab = Slab::<Nop>::new();
+    let ops: Vec<_> = (0..3).map(|_| op()).collect();
+    let neighbour = |slab: &Slab<Nop>, slot| slab.head_neighbour(slot).map(|w| w.as_ptr());
+    assert_eq!(slab.insert(Arc::downgrade(&ops[0])), 0);
+    assert_eq!(neighbour(&slab, 0), None, "alone");
+    assert_eq!(slab.insert(Arc::downgrade(&ops[1])), 1);
+    assert_eq!(neighbour(&slab, 1), Some(Arc::as_ptr(&ops[0])));
+    assert_eq!(neighbour(&slab, 0), Some(Arc::as_ptr(&ops[1])));
+    assert_eq!(slab.insert(Arc::downgrade(&ops[2])), 2);
+    assert_eq!(neighbour(&slab, 1), None, "a tail: not a short list");
+    assert_eq!(neighbour(&slab, 2), None);
+}
+
+/// The lock-free hint names where each shard's key table is, through its
+/// growth and after the shard gives its room back; a prefetch reads only
+/// the hint.
+#[test]
+fn the_table_hint_follows_the_table() {
+    let index = WatchIndex::<u32, Nop, _>::new(1, RandomState::new());
+    let hint = |index: &WatchIndex<u32, Nop, RandomState>| {
+        let h = &index.hints[0];
+        (
+            h.base.load(Ordering::Relaxed),
+            h.mask.load(Ordering::Relaxed),
+        )
+    };
+    index.prefetch(&1);
+    assert_eq!(hint(&index), (0, 0), "no room yet");
+    let ops: Vec<_> = (0..=KEEP_LISTS as u32).map(|_| op()).collect();
+    let members: Vec<_> = (0..)
+        .zip(&ops)
+        .map(|(k, o)| (watch(&index, k, o), o))
+        .collect();
+    let location = index.shards[0].lock().table.location();
+    assert_eq!(hint(&index), location);
+    assert!(location.1 >= KEEP_LISTS, "grown");
+    index.prefetch(&3);
+    for (m, o) in members {
+        unwatch(&index, m, o);
+    }
+    assert_eq!(hint(&index), (0, 0), "room given back");
+    index.prefetch(&3);
 }

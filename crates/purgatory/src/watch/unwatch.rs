@@ -129,7 +129,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> WatchIndex<K, Op, S> {
         // long ago, often by another core) and the removals below find
         // their lines in cache, holding the lock for less time.
         for &(m, _) in chunk {
-            if let Some(slot) = shard.list(m.list).slab.slots.get(m.slot as usize) {
+            if let Some(slot) = shard.list(m.list).slab.get(m.slot) {
                 timer::internal::prefetch(slot);
             }
         }
@@ -138,8 +138,11 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> WatchIndex<K, Op, S> {
             let entry = list.slab.remove(m.slot, op);
             debug_assert!(entry.is_some(), "an operation left a slot it did not hold");
             removed.extend(entry);
-            if list.slab.live() == 0 && shard.free_list(m.list) {
-                self.keys.fetch_sub(1, Ordering::Relaxed);
+            if list.slab.live() == 0 {
+                if shard.free_list(m.list) {
+                    self.keys.fetch_sub(1, Ordering::Relaxed);
+                }
+                self.hints[shard_ix as usize].update(&shard.table);
             }
         }
         drop(shard);
