@@ -139,31 +139,29 @@ impl<T: TimerTask> Executor<T> {
             thread::Builder::new()
                 .name(format!("executor-{timer_name}"))
                 .spawn(move || {
-                    // Only this thread writes `ran`: a plain store per job
-                    // done, not a read-modify-write.
+                    // Only this thread writes `ran`: a plain store per task,
+                    // not a read-modify-write.
                     let mut ran = 0usize;
-                    let mut progressed = || {
+                    let mut run = |task| {
+                        run_task(&name, task);
                         ran = ran.wrapping_add(1);
                         backlog.ran.store(ran, Ordering::Relaxed);
                     };
                     for job in receiver {
                         match job {
                             Job::Run(task) => {
-                                run_task(&name, task);
-                                progressed();
+                                run(task);
                                 backlog.done(1);
                             }
                             Job::Batch(tasks) => {
                                 let count = tasks.len();
-                                for task in tasks {
-                                    run_task(&name, task);
-                                    progressed();
-                                }
+                                tasks.into_iter().for_each(&mut run);
                                 backlog.done(count);
                             }
                             Job::Free(memory) => {
+                                // Not a task: a free that takes longer than
+                                // `STALL` lifts the bound for a moment.
                                 drop(memory);
-                                progressed();
                                 backlog.done(1);
                             }
                             Job::Barrier(done) => {
