@@ -14,7 +14,10 @@
 //! The backlog (tasks accepted and not yet run) is bounded for the thread
 //! that drives the clock: [`Executor::wait_for_room`] holds it while more
 //! than [`BACKLOG_HIGH`] tasks wait, until the executor is down to
-//! [`BACKLOG_LOW`]. Expiring tasks faster than they run gains nothing (they
+//! [`BACKLOG_LOW`], looking again every [`HOLD_NAP`]: the executor never
+//! wakes it, since a thread woken by another is placed on the waker's CPU
+//! by a scheduler that packs threads (this VM's does), and the two would
+//! then take turns on one CPU for the whole drain. Expiring tasks faster than they run gains nothing (they
 //! wait here instead of in the wheel), and an unbounded backlog holds a
 //! second copy of a burst's tasks in memory that the allocator maps and
 //! unmaps over and over, at the clock thread's expense; when the two threads
@@ -50,6 +53,8 @@ pub(crate) const BACKLOG_HIGH: usize = 65536;
 /// Tasks waiting at which a held caller goes on: enough left for the
 /// executor to run while the caller wakes up and hands over more.
 pub(crate) const BACKLOG_LOW: usize = 32768;
+/// How often a held caller looks at the backlog again.
+const HOLD_NAP: Duration = Duration::from_micros(250);
 /// How long an executor may run no task before the bound is lifted.
 pub(crate) const STALL: Duration = Duration::from_millis(1);
 /// The longest one call of [`Executor::wait_for_room`] holds its caller,
@@ -78,7 +83,7 @@ struct Backlog {
     stalled_at: AtomicUsize,
     /// Bumped to let every held caller go (see `release_held`).
     releases: AtomicUsize,
-    /// Callers held in `wait_for_room`.
+    /// Callers held in `wait_for_room` (read by tests).
     waiting: AtomicUsize,
     closed: AtomicBool,
     /// [`STALL`], or a test's.
@@ -90,15 +95,9 @@ struct Backlog {
 }
 
 impl Backlog {
-    /// Counts a finished job of `tasks` tasks; wakes held callers once the
-    /// backlog is down to [`BACKLOG_LOW`].
+    /// Counts a finished job of `tasks` tasks.
     fn done(&self, tasks: usize) {
-        // SeqCst pairs with the waiter's: either it sees the lower count, or
-        // this sees it waiting (see `wait_for_room`).
-        let left = self.tasks.fetch_sub(tasks, Ordering::SeqCst) - tasks;
-        if left <= BACKLOG_LOW && self.waiting.load(Ordering::SeqCst) > 0 {
-            self.wake();
-        }
+        self.tasks.fetch_sub(tasks, Ordering::SeqCst);
     }
 
     fn wake(&self) {
@@ -260,7 +259,9 @@ impl<T: TimerTask> Executor<T> {
         let started = Instant::now();
         let mut guard = b.lock.lock();
         let releases = b.releases.load(Ordering::SeqCst);
-        b.waiting.fetch_add(1, Ordering::SeqCst);
+        let mut ran = b.ran.load(Ordering::Relaxed);
+        let mut progressed_at = started;
+        b.waiting.fetch_add(1, Ordering::Relaxed);
         loop {
             if b.tasks.load(Ordering::SeqCst) <= BACKLOG_LOW
                 || b.closed.load(Ordering::SeqCst)
@@ -269,16 +270,17 @@ impl<T: TimerTask> Executor<T> {
             {
                 break;
             }
-            let before = b.ran.load(Ordering::Relaxed);
-            let wait = b.stall.min(b.hold_max.saturating_sub(started.elapsed()));
-            // A stall is a whole `stall` without a task run, not the end of
-            // a shorter wait cut by `hold_max`.
-            if b.room.wait_for(&mut guard, wait).timed_out()
-                && wait == b.stall
-                && b.ran.load(Ordering::Relaxed) == before
-            {
-                b.stalled_at
-                    .store(before.wrapping_add(1), Ordering::Relaxed);
+            // Looks again after a nap rather than being woken by the
+            // executor: a wake-up from it would tell the scheduler that the
+            // two threads belong on one CPU.
+            let nap = HOLD_NAP.min(b.hold_max.saturating_sub(started.elapsed()));
+            b.room.wait_for(&mut guard, nap);
+            let now_ran = b.ran.load(Ordering::Relaxed);
+            if now_ran != ran {
+                ran = now_ran;
+                progressed_at = Instant::now();
+            } else if progressed_at.elapsed() >= b.stall {
+                b.stalled_at.store(ran.wrapping_add(1), Ordering::Relaxed);
                 log::debug!(
                     "timer executor stalled: backlog of {} tasks",
                     self.backlog()
@@ -286,7 +288,7 @@ impl<T: TimerTask> Executor<T> {
                 break;
             }
         }
-        b.waiting.fetch_sub(1, Ordering::SeqCst);
+        b.waiting.fetch_sub(1, Ordering::Relaxed);
     }
 
     /// Lets every caller held in [`wait_for_room`](Self::wait_for_room) go
