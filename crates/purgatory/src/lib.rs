@@ -187,7 +187,8 @@
 //! ```
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 // `unsafe` is allowed only where it is, each with its SAFETY note:
-// `Shared::detach` (operation/mod.rs), the own lock's unlock (oplock.rs) and the
+// `Shared::detach` and the reads of the operation's split lock and links
+// (operation/), the lock word and the own lock's unlock (oplock.rs) and the
 // raw lock under it (sync.rs); the loom model's guarded cell is test-only.
 #![deny(unsafe_code)]
 

@@ -226,7 +226,7 @@ impl<Op: DelayedOperation> Shared<Op> {
         let released = {
             let _guard = self.lock();
             let ours = {
-                let links = self.links.lock();
+                let links = self.links();
                 // Otherwise cancelled (and maybe watched again) since this
                 // entry was armed.
                 links.owner.is_some() && self.epoch(&links) == epoch

@@ -18,24 +18,30 @@ impl DelayedOperation for Op24 {
 }
 
 /// What every pending operation pays, beyond its value and the
-/// allocation's two reference counts: the state byte and the epoch (8),
-/// its lock (16), the links behind their mutex (64 + 8): a thin owner
-/// (8), the timer handle (16), three memberships in place (32), and a
-/// pointer to what few operations need (8: more memberships, waiters).
-/// With the two reference counts, 136 bytes: a 144-byte
-/// block from glibc's malloc. A change here changes the bytes per
-/// pending operation; keep it deliberate.
+/// allocation's two reference counts: one word for the state byte, the
+/// links' lock byte, the lock's kind and the claim epoch (8); its lock, own
+/// or shared (8); the links (64): a thin owner (8), the timer handle (16),
+/// three memberships in place (32), and a pointer to what few operations
+/// need (8: more memberships, waiters). With the two reference counts, 120
+/// bytes: a 128-byte block from glibc's malloc. A change here changes the
+/// bytes per pending operation; keep it deliberate.
 #[test]
-fn an_operation_of_24_bytes_takes_120() {
+fn an_operation_of_24_bytes_takes_104() {
     assert_eq!(size_of::<Op24>(), 24);
-    assert_eq!(size_of::<OpLock>(), 16);
+    assert_eq!(size_of::<LockWord>(), 8);
     assert_eq!(size_of::<Option<OwnerRef<Op24>>>(), 8);
     assert_eq!(size_of::<Option<TimerHandle>>(), 16);
-    assert_eq!(size_of::<Placed>(), 32);
-    assert_eq!(size_of::<Option<Box<Side>>>(), 8);
+    assert_eq!(size_of::<crate::members::Placed>(), 32);
+    assert_eq!(size_of::<Option<Box<links::Side>>>(), 8);
     assert_eq!(size_of::<Links<Op24>>(), 64);
-    assert_eq!(size_of::<Mutex<Links<Op24>>>(), 72);
-    assert_eq!(size_of::<Shared<Op24>>(), 120);
+    assert_eq!(size_of::<LinksCell<Op24>>(), 64);
+    assert_eq!(
+        std::mem::offset_of!(Shared<Op24>, epoch),
+        4,
+        "in the first word"
+    );
+    assert_eq!(std::mem::offset_of!(Shared<Op24>, lock), 8);
+    assert_eq!(size_of::<Shared<Op24>>(), 104);
 }
 
 struct NoOwner;
@@ -65,7 +71,7 @@ fn the_owner_holds_one_strong_reference_per_claim() {
         assert!(Arc::ptr_eq(&back, &owner) && Arc::ptr_eq(&kept, &op.0));
         assert!(rest.owner.is_none(), "links emptied");
         assert!(rest.into_parts().2.is_some(), "the waiters with them");
-        assert!(op.0.links.lock().side.is_none(), "in one hold");
+        assert!(op.0.links().side.is_none(), "in one hold");
         assert!(op.0.detach().0.is_none(), "once");
         drop(kept);
         assert_eq!(Arc::strong_count(&op.0), 1);
