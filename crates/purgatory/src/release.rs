@@ -24,7 +24,9 @@
 
 use std::any::Any;
 use std::cell::{Cell, RefCell};
+use std::marker::PhantomData;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::ptr::NonNull;
 use std::sync::{Arc, Weak};
 
 use timer::TimerTask;
@@ -243,27 +245,102 @@ impl<Op: DelayedOperation> Shared<Op> {
     }
 }
 
-/// The timer entry of a watched operation: a weak pointer and its claim
-/// epoch.
+/// The timer entry of a watched operation, in one word (a timer slot holds
+/// a task of a pointer's size in 24 bytes, one of two words in 32): a
+/// weak pointer to the operation and the epoch of the stay it was armed
+/// for, which its expiry checks (see `Shared::epoch`).
+///
+/// Most operations have one stay: one is watched again only after a
+/// cancel. So the word is the weak pointer itself for a first stay
+/// ([`FIRST_STAY`], implied), and for a later one a pointer to a box
+/// holding the weak pointer and the epoch, its lowest bit set ([`AGAIN`]):
+/// both point to values aligned to at least 8, so that bit is free.
 pub(crate) struct ExpiryTask<Op: DelayedOperation> {
+    word: NonNull<()>,
+    _holds: PhantomData<Weak<Shared<Op>>>,
+}
+
+/// The epoch of an operation's first stay (`Shared::attach` counts from 0).
+const FIRST_STAY: u32 = 1;
+
+/// Set in an [`ExpiryTask`]'s word when it points to an [`Again`].
+const AGAIN: usize = 1;
+
+/// The expiry task of a later stay: boxed, since it carries its epoch.
+struct Again<Op: DelayedOperation> {
     op: Weak<Shared<Op>>,
     epoch: u32,
 }
 
+// SAFETY: the task owns what its word points to, a `Weak<Shared<Op>>` (or
+// a box of one and a `u32`), which is `Send` since `Shared<Op>` is `Send`
+// and `Sync` (`Op: Send + Sync`); nothing else reaches it.
+#[allow(unsafe_code)]
+unsafe impl<Op: DelayedOperation> Send for ExpiryTask<Op> where Weak<Shared<Op>>: Send {}
+
+#[allow(unsafe_code)]
 impl<Op: DelayedOperation> ExpiryTask<Op> {
     pub(crate) fn new(op: &Arc<Shared<Op>>, epoch: u32) -> Self {
+        let op = Arc::downgrade(op);
+        let word = if epoch == FIRST_STAY {
+            Weak::into_raw(op).cast::<()>().cast_mut()
+        } else {
+            let again = Box::into_raw(Box::new(Again { op, epoch }));
+            debug_assert!(again.addr() & AGAIN == 0, "aligned to at least 2");
+            again.cast::<()>().map_addr(|a| a | AGAIN)
+        };
         ExpiryTask {
-            op: Arc::downgrade(op),
-            epoch,
+            // Neither `into_raw` returns null.
+            word: NonNull::new(word).expect("a weak pointer or a box is not null"),
+            _holds: PhantomData,
         }
+    }
+
+    /// The weak pointer and the epoch, taking them out of the word.
+    fn take(self) -> (Weak<Shared<Op>>, u32) {
+        let word = std::mem::ManuallyDrop::new(self).word;
+        // SAFETY: the task is consumed, its drop skipped: `word` is
+        // turned back once.
+        unsafe { Self::parts(word) }
+    }
+
+    /// Turns a task's word back into what it holds.
+    ///
+    /// # Safety
+    ///
+    /// `word` is a task's, and is turned back once.
+    unsafe fn parts(word: NonNull<()>) -> (Weak<Shared<Op>>, u32) {
+        let word = word.as_ptr();
+        // SAFETY: `new` made `word` from `Weak::into_raw` (lowest bit
+        // clear, first stay) or `Box::into_raw` of an `Again` (bit set),
+        // with these types, and the caller turns it back once.
+        unsafe {
+            if word.addr() & AGAIN == 0 {
+                (Weak::from_raw(word.cast::<Shared<Op>>()), FIRST_STAY)
+            } else {
+                let again = word.map_addr(|a| a & !AGAIN).cast::<Again<Op>>();
+                let Again { op, epoch } = *Box::from_raw(again);
+                (op, epoch)
+            }
+        }
+    }
+}
+
+impl<Op: DelayedOperation> Drop for ExpiryTask<Op> {
+    #[allow(unsafe_code)]
+    fn drop(&mut self) {
+        // SAFETY: the task is going; `take` skips this drop, so the word
+        // is turned back once.
+        drop(unsafe { Self::parts(self.word) });
     }
 }
 
 impl<Op: DelayedOperation> TimerTask for ExpiryTask<Op> {
     fn run(self) {
+        let (op, epoch) = self.take();
         // Gone: it left, and nobody holds it any more.
-        if let Some(op) = self.op.upgrade() {
-            op.expire(self.epoch);
+        if let Some(op) = op.upgrade() {
+            op.expire(epoch);
             let_go(op);
         }
     }

@@ -80,3 +80,49 @@ fn the_owner_holds_one_strong_reference_per_claim() {
     drop(op);
     assert!(weak.upgrade().is_none(), "nothing leaked");
 }
+
+/// An expiry task is one word (a timer slot of 24 bytes, not 32), and a
+/// task armed for an earlier stay (cancelled, then watched again) does
+/// nothing in a later one, whether it was a first stay's (the weak pointer
+/// alone) or a later one's (boxed with its epoch).
+#[test]
+fn an_expiry_task_is_one_word_and_acts_only_in_its_own_stay() {
+    use crate::release::ExpiryTask;
+    use timer::TimerTask;
+    assert_eq!(size_of::<ExpiryTask<Op24>>(), 8);
+    let op = Operation::new(Op24([0; 3]));
+    let owner: OwnerRef<Op24> = Arc::new(Arc::new(NoOwner));
+    let owner_addr = Arc::as_ptr(&*owner).cast::<()>();
+    let mut stale = Vec::new();
+    for stay in 1..=3 {
+        assert!(op.0.state.claim());
+        assert_eq!(op.0.attach(owner.clone(), Members::new()), stay);
+        let task = ExpiryTask::new(&op.0, stay);
+        for old in stale.drain(..) {
+            TimerTask::run(old);
+        }
+        assert!(
+            op.is_watched() && op.outcome().is_none(),
+            "stay {stay} still on"
+        );
+        if stay < 3 {
+            let released = {
+                let _guard = op.lock();
+                op.0.cancel(owner_addr).expect("cancelled")
+            };
+            drop(released);
+            stale.push(task);
+        } else {
+            TimerTask::run(task);
+            assert_eq!(op.outcome(), Some(Outcome::Expired), "its own stay's");
+        }
+    }
+    drop(ExpiryTask::new(&op.0, 1));
+    drop(ExpiryTask::new(&op.0, 7));
+    assert_eq!(
+        Arc::weak_count(&op.0),
+        0,
+        "dropped unrun: weak references given back"
+    );
+    assert_eq!(Arc::strong_count(&op.0), 1);
+}
