@@ -155,25 +155,32 @@ pub(crate) enum OpLock<'a> {
 }
 
 impl LockWord {
-    /// A fresh own lock.
-    pub(crate) fn own() -> (LockKind, Self) {
-        let own = OwnLock {
-            raw: RawLock::new(),
-            count: AtomicU16::new(0),
-            owner: AtomicU32::new(0),
-        };
-        let word = Word {
-            own: ManuallyDrop::new(own),
-        };
-        (LockKind::Own, LockWord(word))
-    }
-
-    /// A shared lock.
-    pub(crate) fn shared(lock: OperationLock) -> (LockKind, Self) {
-        let word = Word {
-            shared: ManuallyDrop::new(lock),
-        };
-        (LockKind::Shared, LockWord(word))
+    /// A lock word and the kind it is made with, the one pair that reads
+    /// it: a fresh own lock for `None`, `shared` otherwise. The only
+    /// constructor, so a word and a kind that do not match are never made;
+    /// the holder keeps the two together and gives the word back with
+    /// [`release`](Self::release) (a word dropped without it leaks a
+    /// shared lock's reference).
+    pub(crate) fn new(shared: Option<OperationLock>) -> (LockKind, Self) {
+        match shared {
+            None => {
+                let own = OwnLock {
+                    raw: RawLock::new(),
+                    count: AtomicU16::new(0),
+                    owner: AtomicU32::new(0),
+                };
+                let word = Word {
+                    own: ManuallyDrop::new(own),
+                };
+                (LockKind::Own, LockWord(word))
+            }
+            Some(lock) => {
+                let word = Word {
+                    shared: ManuallyDrop::new(lock),
+                };
+                (LockKind::Shared, LockWord(word))
+            }
+        }
     }
 
     /// The lock, read as `kind`.
@@ -271,12 +278,12 @@ pub(crate) struct KeptLock(LockKind, LockWord);
 #[allow(unsafe_code)]
 impl KeptLock {
     pub(crate) fn own() -> Self {
-        let (kind, word) = LockWord::own();
+        let (kind, word) = LockWord::new(None);
         KeptLock(kind, word)
     }
 
     pub(crate) fn shared(lock: OperationLock) -> Self {
-        let (kind, word) = LockWord::shared(lock);
+        let (kind, word) = LockWord::new(Some(lock));
         KeptLock(kind, word)
     }
 

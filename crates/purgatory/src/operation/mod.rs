@@ -154,7 +154,12 @@ pub(crate) struct Shared<Op: DelayedOperation> {
 }
 
 impl<Op: DelayedOperation> Shared<Op> {
-    fn new(op: Op, (lock_kind, lock): (LockKind, LockWord)) -> Self {
+    /// `op` with its own lock (`None`) or `shared`. The lock's word and
+    /// its kind are made together here and never change, which is what
+    /// reading the word ([`oplock`](Self::oplock)) and releasing it (the
+    /// `Drop`) rely on.
+    fn new(op: Op, shared: Option<OperationLock>) -> Self {
+        let (lock_kind, lock) = LockWord::new(shared);
         Shared {
             state: OpState::new(),
             links_lock: RawLock::new(),
@@ -300,14 +305,14 @@ pub struct Operation<Op: DelayedOperation>(pub(crate) Arc<Shared<Op>>);
 impl<Op: DelayedOperation> Operation<Op> {
     /// Wraps `op` with its own reentrant lock.
     pub fn new(op: Op) -> Self {
-        Operation(Arc::new(Shared::new(op, LockWord::own())))
+        Operation(Arc::new(Shared::new(op, None)))
     }
 
     /// Wraps `op` with a caller-supplied lock, which may be shared by several
     /// operations (Kafka's group lock): their callbacks then never run
     /// concurrently with each other or with code holding the lock.
     pub fn with_lock(op: Op, lock: OperationLock) -> Self {
-        Operation(Arc::new(Shared::new(op, LockWord::shared(lock))))
+        Operation(Arc::new(Shared::new(op, Some(lock))))
     }
 
     /// Whether the operation has completed (by its condition, by force or by
