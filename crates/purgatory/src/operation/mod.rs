@@ -282,11 +282,13 @@ impl<Op: DelayedOperation> Shared<Op> {
 impl<Op: DelayedOperation> Drop for Shared<Op> {
     #[allow(unsafe_code)]
     fn drop(&mut self) {
+        // SAFETY: made with `lock_kind` (`new`); the operation is going.
+        // Released first, so that a failed assertion below does not leak a
+        // shared lock's reference.
+        unsafe { self.lock.release(self.lock_kind) }
         // An owner still set would mean the owner's reference was given
         // back twice (or never taken): the count is wrong.
         debug_assert!(self.links().owner.is_none(), "dropped while owned");
-        // SAFETY: made with `lock_kind` (`new`); the operation is going.
-        unsafe { self.lock.release(self.lock_kind) }
     }
 }
 
