@@ -254,7 +254,7 @@ impl<Op: DelayedOperation> Shared<Op> {
 /// cancel. So the word is the weak pointer itself for a first stay
 /// ([`FIRST_STAY`], implied), and for a later one a pointer to a box
 /// holding the weak pointer and the epoch, its lowest bit set ([`AGAIN`]):
-/// both point to values aligned to at least 8, so that bit is free.
+/// both point to values aligned to at least 2, so that bit is free.
 pub(crate) struct ExpiryTask<Op: DelayedOperation> {
     word: NonNull<()>,
     _holds: PhantomData<Weak<Shared<Op>>>,
@@ -281,6 +281,10 @@ unsafe impl<Op: DelayedOperation> Send for ExpiryTask<Op> where Weak<Shared<Op>>
 #[allow(unsafe_code)]
 impl<Op: DelayedOperation> ExpiryTask<Op> {
     pub(crate) fn new(op: &Arc<Shared<Op>>, epoch: u32) -> Self {
+        // The lowest bit of a pointer to either is free for the tag.
+        const {
+            assert!(align_of::<Shared<Op>>() >= 2 && align_of::<Again<Op>>() >= 2);
+        }
         let op = Arc::downgrade(op);
         let word = if epoch == FIRST_STAY {
             Weak::into_raw(op).cast::<()>().cast_mut()
