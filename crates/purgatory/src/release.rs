@@ -278,7 +278,6 @@ struct Again<Op: DelayedOperation> {
 #[allow(unsafe_code)]
 unsafe impl<Op: DelayedOperation> Send for ExpiryTask<Op> where Weak<Shared<Op>>: Send {}
 
-#[allow(unsafe_code)]
 impl<Op: DelayedOperation> ExpiryTask<Op> {
     pub(crate) fn new(op: &Arc<Shared<Op>>, epoch: u32) -> Self {
         // The lowest bit of a pointer to either is free for the tag.
@@ -301,6 +300,7 @@ impl<Op: DelayedOperation> ExpiryTask<Op> {
     }
 
     /// The weak pointer and the epoch, taking them out of the word.
+    #[allow(unsafe_code)]
     fn take(self) -> (Weak<Shared<Op>>, u32) {
         let word = std::mem::ManuallyDrop::new(self).word;
         // SAFETY: the task is consumed, its drop skipped: `word` is
@@ -313,6 +313,7 @@ impl<Op: DelayedOperation> ExpiryTask<Op> {
     /// # Safety
     ///
     /// `word` is a task's, and is turned back once.
+    #[allow(unsafe_code)]
     unsafe fn parts(word: NonNull<()>) -> (Weak<Shared<Op>>, u32) {
         let word = word.as_ptr();
         // SAFETY: `new` made `word` from `Weak::into_raw` (lowest bit
