@@ -21,9 +21,10 @@ use crate::outcome::Signal;
 use crate::sync::RawLock;
 
 /// Everything that ties a watched operation to its purgatory. Changed only
-/// with the operation lock held (their own lock, [`Shared::links`], is
-/// there for `Sync`, for storing the timer handle after arming, see
-/// `Purgatory::arm`, and for registering waiters, see
+/// with the operation lock held (their own lock,
+/// [`Shared::links`](super::Shared::links), is there for `Sync`, for
+/// storing the timer handle after arming, see `Purgatory::arm`, and for
+/// registering waiters, see
 /// [`Operation::completion`](super::Operation::completion)).
 pub(crate) struct Links<Op: DelayedOperation> {
     /// The purgatory the operation is watched in; `None` when it is not.
