@@ -8,8 +8,8 @@
 //! the byte that guards it; `Shared::links` is the one place that pairs
 //! them, always its own two.
 
-use std::cell::UnsafeCell;
 use std::marker::PhantomData;
+use std::mem::ManuallyDrop;
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 
@@ -18,7 +18,7 @@ use timer::TimerHandle;
 use super::{DelayedOperation, OwnerRef};
 use crate::members::{Members, Placed};
 use crate::outcome::Signal;
-use crate::sync::RawLock;
+use crate::sync::{MutPtr, RawLock, UnsafeCell};
 
 /// Everything that ties a watched operation to its purgatory. Changed only
 /// with the operation lock held (their own lock,
@@ -100,7 +100,9 @@ impl<Op: DelayedOperation> LinksCell<Op> {
         raw.lock();
         LinksGuard {
             raw,
-            links: &self.0,
+            // Under loom, the mutable access it tracks lasts until the
+            // guard drops it, just before unlocking.
+            links: ManuallyDrop::new(self.0.get_mut()),
             _not_send: PhantomData,
         }
     }
@@ -110,7 +112,7 @@ impl<Op: DelayedOperation> LinksCell<Op> {
 /// `Send`: dropped by the thread that locked.
 pub(crate) struct LinksGuard<'a, Op: DelayedOperation> {
     raw: &'a RawLock,
-    links: &'a UnsafeCell<Links<Op>>,
+    links: ManuallyDrop<MutPtr<Links<Op>>>,
     _not_send: PhantomData<*const ()>,
 }
 
@@ -120,7 +122,7 @@ impl<Op: DelayedOperation> Deref for LinksGuard<'_, Op> {
     fn deref(&self) -> &Links<Op> {
         // SAFETY: this guard holds the cell's lock (`LinksCell::lock`), so
         // no other reference to the links exists while it lives.
-        unsafe { &*self.links.get() }
+        self.links.with(|links| unsafe { &*links })
     }
 }
 
@@ -128,15 +130,65 @@ impl<Op: DelayedOperation> Deref for LinksGuard<'_, Op> {
 impl<Op: DelayedOperation> DerefMut for LinksGuard<'_, Op> {
     fn deref_mut(&mut self) -> &mut Links<Op> {
         // SAFETY: as for `deref`; `&mut self` makes this the only one.
-        unsafe { &mut *self.links.get() }
+        self.links.with(|links| unsafe { &mut *links })
     }
 }
 
 impl<Op: DelayedOperation> Drop for LinksGuard<'_, Op> {
     #[allow(unsafe_code)]
     fn drop(&mut self) {
+        // SAFETY: the pointer is dropped once, here, and not used after.
+        unsafe { ManuallyDrop::drop(&mut self.links) };
         // SAFETY: this thread locked `raw` when it made this guard (the
         // guard is not `Send`) and has not unlocked it since.
         unsafe { self.raw.unlock() }
+    }
+}
+
+/// The links' lock under loom: the links live in loom's `UnsafeCell`
+/// (`crate::sync`), so loom reports any access to them that the lock byte
+/// does not order. Run with
+/// `RUSTFLAGS="--cfg loom" cargo test -p purgatory --release --lib loom_models`.
+#[cfg(all(test, loom))]
+mod loom_models {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::operation::Operation;
+
+    struct Nothing;
+
+    impl DelayedOperation for Nothing {
+        fn timeout(&self) -> Duration {
+            Duration::MAX
+        }
+        fn try_complete(&self) -> bool {
+            false
+        }
+        fn on_complete(&self) {}
+    }
+
+    /// The signal of `op`'s stay, made by whichever thread comes first.
+    fn signal(op: &Operation<Nothing>) -> Arc<Signal> {
+        let mut links = op.0.links();
+        let side = links.side.get_or_insert_with(Box::default);
+        side.signal
+            .get_or_insert_with(|| Arc::new(Signal::new()))
+            .clone()
+    }
+
+    /// Two threads write and read one operation's links, each under
+    /// `Shared::links`: the second sees what the first wrote.
+    #[test]
+    fn links_lock_orders_every_access() {
+        loom::model(|| {
+            let op = Operation::new(Nothing);
+            let other = op.clone();
+            let t = loom::thread::spawn(move || signal(&other));
+            let mine = signal(&op);
+            let theirs = t.join().unwrap();
+            assert!(Arc::ptr_eq(&mine, &theirs), "one signal per stay");
+            assert!(op.0.links().side.is_some());
+        });
     }
 }
