@@ -377,3 +377,109 @@ impl<Op: DelayedOperation> Operation<Op> {
         done
     }
 }
+
+/// An expiry racing a cancel and the next stay, under loom: the expiry
+/// task checks the stay it was armed for (owner and epoch, under the
+/// links' lock), so a stale one ends nothing. Run with
+/// `RUSTFLAGS="--cfg loom" cargo test -p purgatory --release --lib loom_models`.
+#[cfg(all(test, loom))]
+mod loom_models {
+    use std::time::Duration;
+
+    use timer::{TimerHandle, TimerTask};
+
+    use super::*;
+    use crate::members::Members;
+    use crate::operation::Owner;
+
+    struct Nothing;
+
+    impl DelayedOperation for Nothing {
+        fn timeout(&self) -> Duration {
+            Duration::MAX
+        }
+        fn try_complete(&self) -> bool {
+            false
+        }
+        fn on_complete(&self) {}
+    }
+
+    struct NoOwner;
+
+    impl Owner<Nothing> for NoOwner {
+        fn name(&self) -> &str {
+            "model"
+        }
+        fn left(
+            &self,
+            _: &Arc<Shared<Nothing>>,
+            _: Members,
+            _: Option<TimerHandle>,
+            _: bool,
+            _: Outcome,
+        ) {
+        }
+    }
+
+    /// Claims `op` for `owner` under its lock, as a watch does; its epoch.
+    fn watch(op: &Operation<Nothing>, owner: &OwnerRef<Nothing>) -> Option<u32> {
+        let _guard = op.lock();
+        op.0.state
+            .claim()
+            .then(|| op.0.attach(owner.clone(), Members::new()))
+    }
+
+    /// Cancels `op` under its lock and lets go; whether it was cancelled.
+    fn cancel(op: &Operation<Nothing>, owner: &OwnerRef<Nothing>) -> bool {
+        let released = {
+            let _guard = op.lock();
+            op.0.cancel(Arc::as_ptr(&**owner).cast())
+        };
+        let cancelled = released.is_some();
+        drop(released);
+        cancelled
+    }
+
+    /// The timer's thread runs the task of the stay after `earlier`
+    /// cancelled stays; meanwhile the owner cancels it and watches the
+    /// operation again. Either the expiry wins (the cancel and the new
+    /// stay find it completed), or the new stay stays on, its outcome
+    /// undecided, whenever the stale task ran.
+    fn expiry_racing_cancel_then_rewatch(earlier: u32) {
+        loom::model(move || {
+            let op = Operation::new(Nothing);
+            let owner: OwnerRef<Nothing> = Arc::new(Arc::new(NoOwner));
+            for _ in 0..earlier {
+                watch(&op, &owner).expect("watched");
+                assert!(cancel(&op, &owner));
+            }
+            let epoch = watch(&op, &owner).expect("watched");
+            let task = ExpiryTask::new(&op.0, epoch);
+            let timer = loom::thread::spawn(move || TimerTask::run(task));
+            let cancelled = cancel(&op, &owner);
+            let again = watch(&op, &owner);
+            timer.join().unwrap();
+            if cancelled {
+                assert_eq!(again, Some(epoch + 1), "watched again");
+                assert!(
+                    op.is_watched() && op.outcome().is_none(),
+                    "a stale expiry ended it"
+                );
+                assert!(cancel(&op, &owner));
+            } else {
+                assert_eq!(op.outcome(), Some(Outcome::Expired));
+                assert_eq!(again, None, "completed, never watched again");
+            }
+        });
+    }
+
+    #[test]
+    fn a_first_stays_expiry_races_a_cancel_then_a_new_stay() {
+        expiry_racing_cancel_then_rewatch(0);
+    }
+
+    #[test]
+    fn a_later_stays_boxed_expiry_races_a_cancel_then_a_new_stay() {
+        expiry_racing_cancel_then_rewatch(1);
+    }
+}
