@@ -384,35 +384,21 @@ impl<Op: DelayedOperation> Operation<Op> {
 /// `RUSTFLAGS="--cfg loom" cargo test -p purgatory --release --lib loom_models`.
 #[cfg(all(test, loom))]
 mod loom_models {
-    use std::time::Duration;
-
     use timer::{TimerHandle, TimerTask};
 
     use super::*;
     use crate::members::Members;
-    use crate::operation::Owner;
-
-    struct Nothing;
-
-    impl DelayedOperation for Nothing {
-        fn timeout(&self) -> Duration {
-            Duration::MAX
-        }
-        fn try_complete(&self) -> bool {
-            false
-        }
-        fn on_complete(&self) {}
-    }
+    use crate::operation::{Idle, Owner};
 
     struct NoOwner;
 
-    impl Owner<Nothing> for NoOwner {
+    impl Owner<Idle> for NoOwner {
         fn name(&self) -> &str {
             "model"
         }
         fn left(
             &self,
-            _: &Arc<Shared<Nothing>>,
+            _: &Arc<Shared<Idle>>,
             _: Members,
             _: Option<TimerHandle>,
             _: bool,
@@ -422,7 +408,7 @@ mod loom_models {
     }
 
     /// Claims `op` for `owner` under its lock, as a watch does; its epoch.
-    fn watch(op: &Operation<Nothing>, owner: &OwnerRef<Nothing>) -> Option<u32> {
+    fn watch(op: &Operation<Idle>, owner: &OwnerRef<Idle>) -> Option<u32> {
         let _guard = op.lock();
         op.0.state
             .claim()
@@ -430,7 +416,7 @@ mod loom_models {
     }
 
     /// Cancels `op` under its lock and lets go; whether it was cancelled.
-    fn cancel(op: &Operation<Nothing>, owner: &OwnerRef<Nothing>) -> bool {
+    fn cancel(op: &Operation<Idle>, owner: &OwnerRef<Idle>) -> bool {
         let released = {
             let _guard = op.lock();
             op.0.cancel(Arc::as_ptr(&**owner).cast())
@@ -447,8 +433,8 @@ mod loom_models {
     /// undecided, whenever the stale task ran.
     fn expiry_racing_cancel_then_rewatch(earlier: u32) {
         loom::model(move || {
-            let op = Operation::new(Nothing);
-            let owner: OwnerRef<Nothing> = Arc::new(Arc::new(NoOwner));
+            let op = Operation::new(Idle);
+            let owner: OwnerRef<Idle> = Arc::new(Arc::new(NoOwner));
             for _ in 0..earlier {
                 watch(&op, &owner).expect("watched");
                 assert!(cancel(&op, &owner));

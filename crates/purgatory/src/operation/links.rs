@@ -151,25 +151,11 @@ impl<Op: DelayedOperation> Drop for LinksGuard<'_, Op> {
 /// `RUSTFLAGS="--cfg loom" cargo test -p purgatory --release --lib loom_models`.
 #[cfg(all(test, loom))]
 mod loom_models {
-    use std::time::Duration;
-
     use super::*;
-    use crate::operation::Operation;
-
-    struct Nothing;
-
-    impl DelayedOperation for Nothing {
-        fn timeout(&self) -> Duration {
-            Duration::MAX
-        }
-        fn try_complete(&self) -> bool {
-            false
-        }
-        fn on_complete(&self) {}
-    }
+    use crate::operation::{Idle, Operation};
 
     /// The signal of `op`'s stay, made by whichever thread comes first.
-    fn signal(op: &Operation<Nothing>) -> Arc<Signal> {
+    fn signal(op: &Operation<Idle>) -> Arc<Signal> {
         let mut links = op.0.links();
         let side = links.side.get_or_insert_with(Box::default);
         side.signal
@@ -182,7 +168,7 @@ mod loom_models {
     #[test]
     fn links_lock_orders_every_access() {
         loom::model(|| {
-            let op = Operation::new(Nothing);
+            let op = Operation::new(Idle);
             let other = op.clone();
             let t = loom::thread::spawn(move || signal(&other));
             let mine = signal(&op);

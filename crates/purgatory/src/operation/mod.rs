@@ -431,5 +431,21 @@ impl<Op: DelayedOperation + fmt::Debug> fmt::Debug for Operation<Op> {
     }
 }
 
+/// An operation that waits for nothing and does nothing, for the loom
+/// models (`links`, `release`).
+#[cfg(all(test, loom))]
+pub(crate) struct Idle;
+
+#[cfg(all(test, loom))]
+impl DelayedOperation for Idle {
+    fn timeout(&self) -> Duration {
+        Duration::MAX
+    }
+    fn try_complete(&self) -> bool {
+        false
+    }
+    fn on_complete(&self) {}
+}
+
 #[cfg(test)]
 mod layout_tests;
