@@ -3,12 +3,14 @@
 //! callback, run under the lock, may call back into the purgatory, which
 //! locks the operation again.
 //!
-//! Every operation carries its lock, so the own lock is kept to 8 bytes
-//! ([`OwnLock`]): parking_lot's one-byte raw mutex, a 16-bit count and a
-//! 32-bit id of the holding thread, where parking_lot's reentrant mutex
-//! spends a word on each (24 bytes). The shared lock is parking_lot's
-//! reentrant mutex, as the callers that share it (the broker's group lock)
-//! use it directly.
+//! Every operation carries its lock, so it takes one word ([`LockWord`]):
+//! the own lock ([`OwnLock`]) is parking_lot's one-byte raw mutex, a
+//! 16-bit count and a 32-bit id of the holding thread, where parking_lot's
+//! reentrant mutex spends a word on each (24 bytes); the shared lock is a
+//! pointer to parking_lot's reentrant mutex, as the callers that share it
+//! (the broker's group lock) use it directly. Which of the two a word
+//! holds is its [`LockKind`], a byte the operation keeps in the padding of
+//! its first word: a tagged enum would spend a second word on the tag.
 //!
 //! Invariant: an own lock's `owner` is a thread's id exactly while that
 //! thread holds its raw mutex, and `count` is then the number of its guards
@@ -18,6 +20,7 @@
 use std::cell::Cell;
 use std::fmt;
 use std::marker::PhantomData;
+use std::mem::ManuallyDrop;
 use std::sync::Arc;
 
 use parking_lot::{ReentrantMutex, ReentrantMutexGuard};
@@ -124,24 +127,103 @@ impl OwnLock {
     }
 }
 
-/// An operation's own lock, or a shared one.
-pub(crate) enum OpLock {
-    Own(OwnLock),
-    Shared(OperationLock),
+/// Which lock a [`LockWord`] holds: decided when the word is made, never
+/// changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum LockKind {
+    Own,
+    Shared,
 }
 
-impl OpLock {
-    /// A fresh own lock.
-    pub(crate) fn own() -> Self {
-        OpLock::Own(OwnLock {
-            raw: RawLock::new(),
-            count: AtomicU16::new(0),
-            owner: AtomicU32::new(0),
-        })
+/// An operation's lock, own or shared, in one word; which one is the
+/// [`LockKind`] made with it, kept by its holder beside it (see the module
+/// docs). The holder drops it with [`release`](Self::release).
+pub(crate) struct LockWord(Word);
+
+/// The word's two readings; which one is live, the [`LockKind`] says.
+union Word {
+    own: ManuallyDrop<OwnLock>,
+    shared: ManuallyDrop<OperationLock>,
+}
+
+/// A lock word read with its kind.
+#[derive(Clone, Copy)]
+pub(crate) enum OpLock<'a> {
+    Own(&'a OwnLock),
+    Shared(&'a OperationLock),
+}
+
+impl LockWord {
+    /// A lock word and the kind it is made with, the one pair that reads
+    /// it: a fresh own lock for `None`, `shared` otherwise. The only
+    /// constructor, so a word and a kind that do not match are never made;
+    /// the holder keeps the two together and gives the word back with
+    /// [`release`](Self::release) (a word dropped without it leaks a
+    /// shared lock's reference).
+    pub(crate) fn new(shared: Option<OperationLock>) -> (LockKind, Self) {
+        match shared {
+            None => {
+                let own = OwnLock {
+                    raw: RawLock::new(),
+                    count: AtomicU16::new(0),
+                    owner: AtomicU32::new(0),
+                };
+                let word = Word {
+                    own: ManuallyDrop::new(own),
+                };
+                (LockKind::Own, LockWord(word))
+            }
+            Some(lock) => {
+                let word = Word {
+                    shared: ManuallyDrop::new(lock),
+                };
+                (LockKind::Shared, LockWord(word))
+            }
+        }
     }
 
+    /// The lock, read as `kind`.
+    ///
+    /// # Safety
+    ///
+    /// `kind` is the kind this word was made with.
+    #[allow(unsafe_code)]
+    #[inline]
+    pub(crate) unsafe fn get(&self, kind: LockKind) -> OpLock<'_> {
+        // SAFETY: the caller passes the kind the word was made with, so the
+        // field read is the one written, and nothing writes the word after.
+        unsafe {
+            match kind {
+                LockKind::Own => OpLock::Own(&self.0.own),
+                LockKind::Shared => OpLock::Shared(&self.0.shared),
+            }
+        }
+    }
+
+    /// Drops the lock (the shared lock's reference; under `cfg(loom)` the
+    /// own lock's model state too).
+    ///
+    /// # Safety
+    ///
+    /// `kind` is the kind this word was made with, and the word is not
+    /// used after.
+    #[allow(unsafe_code)]
+    pub(crate) unsafe fn release(&mut self, kind: LockKind) {
+        // SAFETY: the field dropped is the one written (the caller's
+        // `kind`), once (the caller's promise not to use the word again).
+        unsafe {
+            match kind {
+                LockKind::Own => ManuallyDrop::drop(&mut self.0.own),
+                LockKind::Shared => ManuallyDrop::drop(&mut self.0.shared),
+            }
+        }
+    }
+}
+
+impl<'a> OpLock<'a> {
     /// Locks, blocking until the lock is free or held by this thread.
-    pub(crate) fn lock(&self) -> OperationGuard<'_> {
+    pub(crate) fn lock(self) -> OperationGuard<'a> {
         match self {
             OpLock::Own(own) => {
                 own.lock();
@@ -152,7 +234,7 @@ impl OpLock {
     }
 
     /// Whether this thread holds the lock.
-    pub(crate) fn is_held_by_current_thread(&self) -> bool {
+    pub(crate) fn is_held_by_current_thread(self) -> bool {
         match self {
             OpLock::Own(own) => own.is_held_by_current_thread(),
             OpLock::Shared(lock) => lock.is_owned_by_current_thread(),
@@ -188,20 +270,74 @@ impl fmt::Debug for OperationGuard<'_> {
     }
 }
 
+/// A lock word with its kind, as an operation keeps them: for the tests.
+#[cfg(test)]
+pub(crate) struct KeptLock(LockKind, LockWord);
+
+#[cfg(test)]
+#[allow(unsafe_code)]
+impl KeptLock {
+    pub(crate) fn own() -> Self {
+        let (kind, word) = LockWord::new(None);
+        KeptLock(kind, word)
+    }
+
+    pub(crate) fn shared(lock: OperationLock) -> Self {
+        let (kind, word) = LockWord::new(Some(lock));
+        KeptLock(kind, word)
+    }
+
+    pub(crate) fn get(&self) -> OpLock<'_> {
+        // SAFETY: made together.
+        unsafe { self.1.get(self.0) }
+    }
+
+    pub(crate) fn lock(&self) -> OperationGuard<'_> {
+        self.get().lock()
+    }
+
+    pub(crate) fn is_held_by_current_thread(&self) -> bool {
+        self.get().is_held_by_current_thread()
+    }
+}
+
+#[cfg(test)]
+#[allow(unsafe_code)]
+impl Drop for KeptLock {
+    fn drop(&mut self) {
+        // SAFETY: made together; not used after.
+        unsafe { self.1.release(self.0) }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
     #[test]
-    fn the_own_lock_is_eight_bytes_and_either_lock_sixteen() {
+    fn either_lock_takes_one_word_and_its_kind_a_byte() {
         assert_eq!(std::mem::size_of::<OwnLock>(), 8);
-        assert_eq!(std::mem::size_of::<OpLock>(), 16);
+        assert_eq!(std::mem::size_of::<LockWord>(), 8);
+        assert_eq!(std::mem::size_of::<LockKind>(), 1);
+    }
+
+    /// The shared lock's word holds a reference, given back once.
+    #[test]
+    fn a_shared_word_holds_one_reference() {
+        let group = new_operation_lock();
+        let kept = KeptLock::shared(group.clone());
+        assert_eq!(Arc::strong_count(&group), 2);
+        let guard = kept.lock();
+        assert!(group.is_owned_by_current_thread());
+        drop(guard);
+        drop(kept);
+        assert_eq!(Arc::strong_count(&group), 1);
     }
 
     #[test]
     fn reentrant_in_any_drop_order_and_released_by_the_last_guard() {
-        for lock in [OpLock::own(), OpLock::Shared(new_operation_lock())] {
+        for lock in [KeptLock::own(), KeptLock::shared(new_operation_lock())] {
             assert!(!lock.is_held_by_current_thread());
             let a = lock.lock();
             let b = lock.lock();
@@ -223,7 +359,7 @@ mod tests {
 
     #[test]
     fn two_own_locks_nest_in_either_order() {
-        let (x, y) = (OpLock::own(), OpLock::own());
+        let (x, y) = (KeptLock::own(), KeptLock::own());
         let gx = x.lock();
         let gy = y.lock();
         drop(gx);
@@ -238,25 +374,25 @@ mod tests {
     /// any order.
     #[test]
     fn a_thread_may_hold_many_locks() {
-        let locks: Vec<OpLock> = (0..21).map(|_| OpLock::own()).collect();
-        let mut guards: Vec<_> = locks.iter().map(OpLock::lock).collect();
-        guards.extend(locks.iter().rev().map(OpLock::lock));
-        assert!(locks.iter().all(OpLock::is_held_by_current_thread));
+        let locks: Vec<KeptLock> = (0..21).map(|_| KeptLock::own()).collect();
+        let mut guards: Vec<_> = locks.iter().map(KeptLock::lock).collect();
+        guards.extend(locks.iter().rev().map(KeptLock::lock));
+        assert!(locks.iter().all(KeptLock::is_held_by_current_thread));
         // The first guard of each, in place or not, then the second.
         let second = guards.split_off(locks.len());
         drop(guards);
-        assert!(locks.iter().all(OpLock::is_held_by_current_thread));
+        assert!(locks.iter().all(KeptLock::is_held_by_current_thread));
         drop(second);
-        assert!(!locks.iter().any(OpLock::is_held_by_current_thread));
+        assert!(!locks.iter().any(KeptLock::is_held_by_current_thread));
         std::thread::scope(|s| {
-            s.spawn(|| drop(locks.iter().map(OpLock::lock).collect::<Vec<_>>()));
+            s.spawn(|| drop(locks.iter().map(KeptLock::lock).collect::<Vec<_>>()));
         });
     }
 
     /// Threads taking the lock (reentrantly, half the time) never overlap.
     #[test]
     fn excludes_other_threads() {
-        let lock = OpLock::own();
+        let lock = KeptLock::own();
         let inside = AtomicBool::new(false);
         let entries = AtomicUsize::new(0);
         std::thread::scope(|s| {
@@ -289,7 +425,7 @@ mod loom_models {
 
     /// Data guarded by an own lock.
     struct Guarded {
-        lock: OpLock,
+        lock: KeptLock,
         value: UnsafeCell<u32>,
     }
 
@@ -311,7 +447,7 @@ mod loom_models {
     fn own_lock_excludes_and_is_released_by_the_last_guard() {
         loom::model(|| {
             let shared = loom::sync::Arc::new(Guarded {
-                lock: OpLock::own(),
+                lock: KeptLock::own(),
                 value: UnsafeCell::new(0),
             });
             let other = shared.clone();

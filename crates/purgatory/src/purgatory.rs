@@ -356,7 +356,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
         let task = ExpiryTask::new(shared, epoch);
         match self.home.timer.add(timeout, task) {
             Ok(handle) => {
-                let mut links = shared.links.lock();
+                let mut links = shared.links();
                 if shared.epoch(&links) == epoch && links.owner.is_some() {
                     links.timer = Some(handle);
                     self.home.add_armed();
@@ -373,7 +373,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
                 drop(task);
                 let _guard = shared.lock();
                 let ours = shared.is_claimed_by(self.home.addr())
-                    && shared.epoch(&shared.links.lock()) == epoch;
+                    && shared.epoch(&shared.links()) == epoch;
                 let released = if ours && !shared.is_completed() {
                     self.apply_shutdown_policy(shared)
                 } else {

@@ -24,7 +24,9 @@
 
 use std::any::Any;
 use std::cell::{Cell, RefCell};
+use std::marker::PhantomData;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::ptr::NonNull;
 use std::sync::{Arc, Weak};
 
 use timer::TimerTask;
@@ -226,7 +228,7 @@ impl<Op: DelayedOperation> Shared<Op> {
         let released = {
             let _guard = self.lock();
             let ours = {
-                let links = self.links.lock();
+                let links = self.links();
                 // Otherwise cancelled (and maybe watched again) since this
                 // entry was armed.
                 links.owner.is_some() && self.epoch(&links) == epoch
@@ -243,27 +245,107 @@ impl<Op: DelayedOperation> Shared<Op> {
     }
 }
 
-/// The timer entry of a watched operation: a weak pointer and its claim
-/// epoch.
+/// The timer entry of a watched operation, in one word (a timer slot holds
+/// a task of a pointer's size in 24 bytes, one of two words in 32): a
+/// weak pointer to the operation and the epoch of the stay it was armed
+/// for, which its expiry checks (see `Shared::epoch`).
+///
+/// Most operations have one stay: one is watched again only after a
+/// cancel. So the word is the weak pointer itself for a first stay
+/// ([`FIRST_STAY`], implied), and for a later one a pointer to a box
+/// holding the weak pointer and the epoch, its lowest bit set ([`AGAIN`]):
+/// both point to values aligned to at least 2, so that bit is free.
 pub(crate) struct ExpiryTask<Op: DelayedOperation> {
+    word: NonNull<()>,
+    _holds: PhantomData<Weak<Shared<Op>>>,
+}
+
+/// The epoch of an operation's first stay (`Shared::attach` counts from 0).
+const FIRST_STAY: u32 = 1;
+
+/// Set in an [`ExpiryTask`]'s word when it points to an [`Again`].
+const AGAIN: usize = 1;
+
+/// The expiry task of a later stay: boxed, since it carries its epoch.
+struct Again<Op: DelayedOperation> {
     op: Weak<Shared<Op>>,
     epoch: u32,
 }
 
+// SAFETY: the task owns what its word points to, a `Weak<Shared<Op>>` (or
+// a box of one and a `u32`), which is `Send` since `Shared<Op>` is `Send`
+// and `Sync` (`Op: Send + Sync`); nothing else reaches it.
+#[allow(unsafe_code)]
+unsafe impl<Op: DelayedOperation> Send for ExpiryTask<Op> where Weak<Shared<Op>>: Send {}
+
 impl<Op: DelayedOperation> ExpiryTask<Op> {
     pub(crate) fn new(op: &Arc<Shared<Op>>, epoch: u32) -> Self {
-        ExpiryTask {
-            op: Arc::downgrade(op),
-            epoch,
+        // The lowest bit of a pointer to either is free for the tag.
+        const {
+            assert!(align_of::<Shared<Op>>() >= 2 && align_of::<Again<Op>>() >= 2);
         }
+        let op = Arc::downgrade(op);
+        let word = if epoch == FIRST_STAY {
+            Weak::into_raw(op).cast::<()>().cast_mut()
+        } else {
+            let again = Box::into_raw(Box::new(Again { op, epoch }));
+            debug_assert!(again.addr() & AGAIN == 0, "aligned to at least 2");
+            again.cast::<()>().map_addr(|a| a | AGAIN)
+        };
+        ExpiryTask {
+            // Neither `into_raw` returns null.
+            word: NonNull::new(word).expect("a weak pointer or a box is not null"),
+            _holds: PhantomData,
+        }
+    }
+
+    /// The weak pointer and the epoch, taking them out of the word.
+    #[allow(unsafe_code)]
+    fn take(self) -> (Weak<Shared<Op>>, u32) {
+        let word = std::mem::ManuallyDrop::new(self).word;
+        // SAFETY: the task is consumed, its drop skipped: `word` is
+        // turned back once.
+        unsafe { Self::parts(word) }
+    }
+
+    /// Turns a task's word back into what it holds.
+    ///
+    /// # Safety
+    ///
+    /// `word` is a task's, and is turned back once.
+    #[allow(unsafe_code)]
+    unsafe fn parts(word: NonNull<()>) -> (Weak<Shared<Op>>, u32) {
+        let word = word.as_ptr();
+        // SAFETY: `new` made `word` from `Weak::into_raw` (lowest bit
+        // clear, first stay) or `Box::into_raw` of an `Again` (bit set),
+        // with these types, and the caller turns it back once.
+        unsafe {
+            if word.addr() & AGAIN == 0 {
+                (Weak::from_raw(word.cast::<Shared<Op>>()), FIRST_STAY)
+            } else {
+                let again = word.map_addr(|a| a & !AGAIN).cast::<Again<Op>>();
+                let Again { op, epoch } = *Box::from_raw(again);
+                (op, epoch)
+            }
+        }
+    }
+}
+
+impl<Op: DelayedOperation> Drop for ExpiryTask<Op> {
+    #[allow(unsafe_code)]
+    fn drop(&mut self) {
+        // SAFETY: the task is going; `take` skips this drop, so the word
+        // is turned back once.
+        drop(unsafe { Self::parts(self.word) });
     }
 }
 
 impl<Op: DelayedOperation> TimerTask for ExpiryTask<Op> {
     fn run(self) {
+        let (op, epoch) = self.take();
         // Gone: it left, and nobody holds it any more.
-        if let Some(op) = self.op.upgrade() {
-            op.expire(self.epoch);
+        if let Some(op) = op.upgrade() {
+            op.expire(epoch);
             let_go(op);
         }
     }
@@ -293,5 +375,97 @@ impl<Op: DelayedOperation> Operation<Op> {
         }
         flush();
         done
+    }
+}
+
+/// An expiry racing a cancel and the next stay, under loom: the expiry
+/// task checks the stay it was armed for (owner and epoch, under the
+/// links' lock), so a stale one ends nothing. Run with
+/// `RUSTFLAGS="--cfg loom" cargo test -p purgatory --release --lib loom_models`.
+#[cfg(all(test, loom))]
+mod loom_models {
+    use timer::{TimerHandle, TimerTask};
+
+    use super::*;
+    use crate::members::Members;
+    use crate::operation::{Idle, Owner};
+
+    struct NoOwner;
+
+    impl Owner<Idle> for NoOwner {
+        fn name(&self) -> &str {
+            "model"
+        }
+        fn left(
+            &self,
+            _: &Arc<Shared<Idle>>,
+            _: Members,
+            _: Option<TimerHandle>,
+            _: bool,
+            _: Outcome,
+        ) {
+        }
+    }
+
+    /// Claims `op` for `owner` under its lock, as a watch does; its epoch.
+    fn watch(op: &Operation<Idle>, owner: &OwnerRef<Idle>) -> Option<u32> {
+        let _guard = op.lock();
+        op.0.state
+            .claim()
+            .then(|| op.0.attach(owner.clone(), Members::new()))
+    }
+
+    /// Cancels `op` under its lock and lets go; whether it was cancelled.
+    fn cancel(op: &Operation<Idle>, owner: &OwnerRef<Idle>) -> bool {
+        let released = {
+            let _guard = op.lock();
+            op.0.cancel(Arc::as_ptr(&**owner).cast())
+        };
+        let cancelled = released.is_some();
+        drop(released);
+        cancelled
+    }
+
+    /// The timer's thread runs the task of the stay after `earlier`
+    /// cancelled stays; meanwhile the owner cancels it and watches the
+    /// operation again. Either the expiry wins (the cancel and the new
+    /// stay find it completed), or the new stay stays on, its outcome
+    /// undecided, whenever the stale task ran.
+    fn expiry_racing_cancel_then_rewatch(earlier: u32) {
+        loom::model(move || {
+            let op = Operation::new(Idle);
+            let owner: OwnerRef<Idle> = Arc::new(Arc::new(NoOwner));
+            for _ in 0..earlier {
+                watch(&op, &owner).expect("watched");
+                assert!(cancel(&op, &owner));
+            }
+            let epoch = watch(&op, &owner).expect("watched");
+            let task = ExpiryTask::new(&op.0, epoch);
+            let timer = loom::thread::spawn(move || TimerTask::run(task));
+            let cancelled = cancel(&op, &owner);
+            let again = watch(&op, &owner);
+            timer.join().unwrap();
+            if cancelled {
+                assert_eq!(again, Some(epoch + 1), "watched again");
+                assert!(
+                    op.is_watched() && op.outcome().is_none(),
+                    "a stale expiry ended it"
+                );
+                assert!(cancel(&op, &owner));
+            } else {
+                assert_eq!(op.outcome(), Some(Outcome::Expired));
+                assert_eq!(again, None, "completed, never watched again");
+            }
+        });
+    }
+
+    #[test]
+    fn a_first_stays_expiry_races_a_cancel_then_a_new_stay() {
+        expiry_racing_cancel_then_rewatch(0);
+    }
+
+    #[test]
+    fn a_later_stays_boxed_expiry_races_a_cancel_then_a_new_stay() {
+        expiry_racing_cancel_then_rewatch(1);
     }
 }

@@ -1,10 +1,12 @@
 //! The one place the purgatory's synchronisation primitives come from, so
-//! that a model checker can swap them: under `cfg(loom)` the atomics and the
-//! mutex are loom's, and the loom tests explore every interleaving of the
-//! protocol modules built on them (the `outcome` module).
+//! that a model checker can swap them: under `cfg(loom)` the atomics, the
+//! mutex and the cell are loom's, and the loom tests explore every
+//! interleaving of the protocol modules built on them (the `outcome`
+//! module).
 //!
 //! The operations' own reentrant lock (`oplock`) is built on this module's
-//! atomics and [`RawLock`], so its loom model checks the real code.
+//! atomics and [`RawLock`], and an operation's links live in this module's
+//! [`UnsafeCell`], so their loom models check the real code.
 //! Reference counts (`Arc`, `Weak`) and the shared `OperationLock`
 //! (parking_lot's reentrant mutex, part of the public API) are not
 //! swapped: loom models neither `Weak` nor parking_lot.
@@ -114,5 +116,46 @@ impl RawLock {
     #[allow(unsafe_code)]
     pub(crate) unsafe fn unlock(&self) {
         self.0.store(false, Ordering::Release);
+    }
+}
+
+/// An `UnsafeCell` that a model checker can watch: loom's under `cfg(loom)`,
+/// which checks that every access is ordered with every other, otherwise a
+/// thin wrapper over std's with the part of loom's interface the crate uses.
+#[cfg(loom)]
+pub(crate) use loom::cell::{MutPtr, UnsafeCell};
+
+#[cfg(not(loom))]
+pub(crate) use self::std_cell::{MutPtr, UnsafeCell};
+
+#[cfg(not(loom))]
+mod std_cell {
+    /// std's `UnsafeCell` with loom's interface.
+    #[derive(Debug)]
+    pub(crate) struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
+
+    impl<T> UnsafeCell<T> {
+        pub(crate) fn new(value: T) -> Self {
+            UnsafeCell(std::cell::UnsafeCell::new(value))
+        }
+
+        /// A pointer for mutable access; under loom the access lasts as
+        /// long as the pointer.
+        #[inline]
+        pub(crate) fn get_mut(&self) -> MutPtr<T> {
+            MutPtr(self.0.get())
+        }
+    }
+
+    /// A raw pointer into an [`UnsafeCell`], as loom's `MutPtr`.
+    #[derive(Debug)]
+    pub(crate) struct MutPtr<T>(*mut T);
+
+    impl<T> MutPtr<T> {
+        /// Calls `f` with the raw pointer.
+        #[inline]
+        pub(crate) fn with<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
+            f(self.0)
+        }
     }
 }

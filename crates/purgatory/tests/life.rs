@@ -205,6 +205,29 @@ fn a_cancelled_operation_watched_again_starts_a_new_stay() {
     assert_eq!(o.completions(), 1);
 }
 
+/// Each stay of an operation watched again after a cancel has its own
+/// timeout: an earlier stay's deadline passing does not expire a later
+/// stay, which expires at its own deadline, once.
+#[test]
+fn each_stay_after_a_cancel_expires_at_its_own_deadline() {
+    let (p, clock) = manual();
+    let o = op(10);
+    for _ in 0..2 {
+        p.try_complete_else_watch(o.clone(), [key("a")]).unwrap();
+        advance(&p, &clock, 4);
+        assert!(p.cancel(&o));
+    }
+    // Watched at 8 (the earlier stays at 0 and 4): due at 18.
+    p.try_complete_else_watch(o.clone(), [key("a")]).unwrap();
+    advance(&p, &clock, 9);
+    assert_eq!(o.outcome(), None, "the earlier stays' deadlines passed");
+    assert!(o.is_watched());
+    advance(&p, &clock, 1);
+    assert_eq!(o.outcome(), Some(Outcome::Expired));
+    assert_eq!((o.completions(), o.expirations()), (1, 1));
+    assert_eq!((p.watched(), p.delayed()), (0, 0));
+}
+
 trait ReadyOutcome {
     fn completion_ready(&self) -> Option<Outcome>;
 }

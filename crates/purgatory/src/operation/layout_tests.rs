@@ -18,24 +18,30 @@ impl DelayedOperation for Op24 {
 }
 
 /// What every pending operation pays, beyond its value and the
-/// allocation's two reference counts: the state byte and the epoch (8),
-/// its lock (16), the links behind their mutex (64 + 8): a thin owner
-/// (8), the timer handle (16), three memberships in place (32), and a
-/// pointer to what few operations need (8: more memberships, waiters).
-/// With the two reference counts, 136 bytes: a 144-byte
-/// block from glibc's malloc. A change here changes the bytes per
-/// pending operation; keep it deliberate.
+/// allocation's two reference counts: one word for the state byte, the
+/// links' lock byte, the lock's kind and the claim epoch (8); its lock, own
+/// or shared (8); the links (64): a thin owner (8), the timer handle (16),
+/// three memberships in place (32), and a pointer to what few operations
+/// need (8: more memberships, waiters). With the two reference counts, 120
+/// bytes: a 128-byte block from glibc's malloc. A change here changes the
+/// bytes per pending operation; keep it deliberate.
 #[test]
-fn an_operation_of_24_bytes_takes_120() {
+fn an_operation_of_24_bytes_takes_104() {
     assert_eq!(size_of::<Op24>(), 24);
-    assert_eq!(size_of::<OpLock>(), 16);
+    assert_eq!(size_of::<LockWord>(), 8);
     assert_eq!(size_of::<Option<OwnerRef<Op24>>>(), 8);
     assert_eq!(size_of::<Option<TimerHandle>>(), 16);
-    assert_eq!(size_of::<Placed>(), 32);
-    assert_eq!(size_of::<Option<Box<Side>>>(), 8);
+    assert_eq!(size_of::<crate::members::Placed>(), 32);
+    assert_eq!(size_of::<Option<Box<links::Side>>>(), 8);
     assert_eq!(size_of::<Links<Op24>>(), 64);
-    assert_eq!(size_of::<Mutex<Links<Op24>>>(), 72);
-    assert_eq!(size_of::<Shared<Op24>>(), 120);
+    assert_eq!(size_of::<LinksCell<Op24>>(), 64);
+    assert_eq!(
+        std::mem::offset_of!(Shared<Op24>, epoch),
+        4,
+        "in the first word"
+    );
+    assert_eq!(std::mem::offset_of!(Shared<Op24>, lock), 8);
+    assert_eq!(size_of::<Shared<Op24>>(), 104);
 }
 
 struct NoOwner;
@@ -65,7 +71,7 @@ fn the_owner_holds_one_strong_reference_per_claim() {
         assert!(Arc::ptr_eq(&back, &owner) && Arc::ptr_eq(&kept, &op.0));
         assert!(rest.owner.is_none(), "links emptied");
         assert!(rest.into_parts().2.is_some(), "the waiters with them");
-        assert!(op.0.links.lock().side.is_none(), "in one hold");
+        assert!(op.0.links().side.is_none(), "in one hold");
         assert!(op.0.detach().0.is_none(), "once");
         drop(kept);
         assert_eq!(Arc::strong_count(&op.0), 1);
@@ -73,4 +79,50 @@ fn the_owner_holds_one_strong_reference_per_claim() {
     }
     drop(op);
     assert!(weak.upgrade().is_none(), "nothing leaked");
+}
+
+/// An expiry task is one word (a timer slot of 24 bytes, not 32), and a
+/// task armed for an earlier stay (cancelled, then watched again) does
+/// nothing in a later one, whether it was a first stay's (the weak pointer
+/// alone) or a later one's (boxed with its epoch).
+#[test]
+fn an_expiry_task_is_one_word_and_acts_only_in_its_own_stay() {
+    use crate::release::ExpiryTask;
+    use timer::TimerTask;
+    assert_eq!(size_of::<ExpiryTask<Op24>>(), 8);
+    let op = Operation::new(Op24([0; 3]));
+    let owner: OwnerRef<Op24> = Arc::new(Arc::new(NoOwner));
+    let owner_addr = Arc::as_ptr(&*owner).cast::<()>();
+    let mut stale = Vec::new();
+    for stay in 1..=3 {
+        assert!(op.0.state.claim());
+        assert_eq!(op.0.attach(owner.clone(), Members::new()), stay);
+        let task = ExpiryTask::new(&op.0, stay);
+        for old in stale.drain(..) {
+            TimerTask::run(old);
+        }
+        assert!(
+            op.is_watched() && op.outcome().is_none(),
+            "stay {stay} still on"
+        );
+        if stay < 3 {
+            let released = {
+                let _guard = op.lock();
+                op.0.cancel(owner_addr).expect("cancelled")
+            };
+            drop(released);
+            stale.push(task);
+        } else {
+            TimerTask::run(task);
+            assert_eq!(op.outcome(), Some(Outcome::Expired), "its own stay's");
+        }
+    }
+    drop(ExpiryTask::new(&op.0, 1));
+    drop(ExpiryTask::new(&op.0, 7));
+    assert_eq!(
+        Arc::weak_count(&op.0),
+        0,
+        "dropped unrun: weak references given back"
+    );
+    assert_eq!(Arc::strong_count(&op.0), 1);
 }

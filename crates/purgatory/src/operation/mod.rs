@@ -32,10 +32,14 @@ use std::time::Duration;
 
 use timer::TimerHandle;
 
-use crate::members::{Members, Placed};
-use crate::oplock::{OpLock, OperationGuard, OperationLock};
+use crate::members::Members;
+use crate::oplock::{LockKind, LockWord, OpLock, OperationGuard, OperationLock};
 use crate::outcome::{Completion, OpState, Outcome, Signal};
-use crate::sync::{AtomicU32, Mutex, Ordering};
+use crate::sync::{AtomicU32, Ordering, RawLock};
+
+mod links;
+
+pub(crate) use links::{Links, LinksCell, LinksGuard};
 
 /// What a delayed operation does: the condition it waits for and what it does
 /// when it finishes.
@@ -121,90 +125,70 @@ pub(crate) trait Owner<Op: DelayedOperation>: Send + Sync {
     );
 }
 
-/// Everything that ties a watched operation to its purgatory. Changed only
-/// with the operation lock held (the mutex around it is there for `Sync`,
-/// for storing the timer handle after arming, see `Purgatory::arm`, and for
-/// registering waiters, see [`Operation::completion`]).
-pub(crate) struct Links<Op: DelayedOperation> {
-    /// The purgatory the operation is watched in; `None` when it is not.
-    /// While `Some`, the purgatory holds a strong reference (see the module
-    /// invariants).
-    pub(crate) owner: Option<OwnerRef<Op>>,
-    /// The armed timer entry, once stored.
-    pub(crate) timer: Option<TimerHandle>,
-    /// The operation's slot in each watch list it joined, the first few.
-    pub(crate) members: Placed,
-    /// What few operations need: slots beyond the first few, waiters.
-    pub(crate) side: Option<Box<Side>>,
-}
-
-/// The links of an operation with more keys than fit in place, or with
-/// waiters: one pointer in the links, so that operations without either
-/// pay 8 bytes for them.
-#[derive(Default)]
-pub(crate) struct Side {
-    /// Memberships beyond the ones in place.
-    pub(crate) more: Vec<crate::members::Membership>,
-    /// The waiters of this stay, once someone asked for a [`Completion`].
-    pub(crate) signal: Option<Arc<Signal>>,
-}
-
-impl<Op: DelayedOperation> Links<Op> {
-    fn empty() -> Self {
-        Links {
-            owner: None,
-            timer: None,
-            members: Placed::default(),
-            side: None,
-        }
-    }
-
-    /// What emptied links held besides their owner: the timer handle, the
-    /// memberships (all of them) and the waiters.
-    pub(crate) fn into_parts(self) -> (Option<TimerHandle>, Members, Option<Arc<Signal>>) {
-        let (more, signal) = match self.side {
-            Some(side) => {
-                let Side { more, signal } = *side;
-                (more, signal)
-            }
-            None => (Vec::new(), None),
-        };
-        (self.timer, Members::join(self.members, more), signal)
-    }
-}
-
 /// The state shared by every [`Operation`] handle, every watch-list entry and
 /// the timer entry of one operation.
 ///
 /// Laid out in this order (`repr(C)`) so that what a `check_and_complete`
 /// scan touches for every watched operation, the reference counts (just
 /// before), the state, the lock and the start of the user's value, shares as
-/// few cache lines as possible; the links come last. The claim epoch sits in
-/// the state byte's padding rather than in the links, which keeps the links
-/// a word smaller (see `layout_tests`).
+/// few cache lines as possible; the links come last. The state byte's word
+/// also holds what would otherwise cost a word each (see `layout_tests`):
+/// the links' lock byte, the kind of the operation's lock and the claim
+/// epoch.
 #[repr(C)]
 pub(crate) struct Shared<Op: DelayedOperation> {
     pub(crate) state: OpState,
+    /// Guards `links` (see [`links`](Self::links)).
+    links_lock: RawLock,
+    /// Which lock `lock` holds; never changes.
+    lock_kind: LockKind,
     /// Bumped each time the operation is claimed, so that an expiry task
     /// armed for an earlier claim (cancelled, then watched again) does
     /// nothing. Part of the links in all but storage: written only with the
     /// operation lock and the links' lock held, read under the links' lock
     /// (so `Relaxed` suffices: the lock orders it).
     epoch: AtomicU32,
-    lock: OpLock,
+    lock: LockWord,
     op: Op,
-    pub(crate) links: Mutex<Links<Op>>,
+    links: LinksCell<Op>,
 }
 
 impl<Op: DelayedOperation> Shared<Op> {
-    fn new(op: Op, lock: OpLock) -> Self {
+    /// `op` with its own lock (`None`) or `shared`. The lock's word and
+    /// its kind are made together here and never change, which is what
+    /// reading the word ([`oplock`](Self::oplock)) and releasing it (the
+    /// `Drop`) rely on.
+    fn new(op: Op, shared: Option<OperationLock>) -> Self {
+        let (lock_kind, lock) = LockWord::new(shared);
         Shared {
             state: OpState::new(),
+            links_lock: RawLock::new(),
+            lock_kind,
             epoch: AtomicU32::new(0),
             lock,
             op,
-            links: Mutex::new(Links::empty()),
+            links: LinksCell::new(Links::empty()),
         }
+    }
+
+    /// The operation's links, their lock held until the guard is dropped.
+    /// Never held while taking the operation's lock, or while calling user
+    /// code.
+    #[allow(unsafe_code)]
+    #[inline]
+    pub(crate) fn links(&self) -> LinksGuard<'_, Op> {
+        // SAFETY: `links_lock` is this operation's links' lock, and this is
+        // the only place that locks either.
+        unsafe { self.links.lock(&self.links_lock) }
+    }
+
+    /// The operation's lock, read with its kind.
+    #[allow(unsafe_code)]
+    #[inline]
+    fn oplock(&self) -> OpLock<'_> {
+        // SAFETY: `lock` and `lock_kind` were made together (`new`) and
+        // never change.
+        unsafe { self.lock.get(self.lock_kind) }
     }
 
     pub(crate) fn op(&self) -> &Op {
@@ -218,12 +202,12 @@ impl<Op: DelayedOperation> Shared<Op> {
     }
 
     pub(crate) fn lock(&self) -> OperationGuard<'_> {
-        self.lock.lock()
+        self.oplock().lock()
     }
 
     /// Whether this thread holds the operation's lock.
     pub(crate) fn is_locked_here(&self) -> bool {
-        self.lock.is_held_by_current_thread()
+        self.oplock().is_held_by_current_thread()
     }
 
     pub(crate) fn is_completed(&self) -> bool {
@@ -245,8 +229,7 @@ impl<Op: DelayedOperation> Shared<Op> {
     pub(crate) fn is_claimed_by(&self, owner: *const ()) -> bool {
         self.is_watched()
             && self
-                .links
-                .lock()
+                .links()
                 .owner
                 .as_ref()
                 .is_some_and(|o| std::ptr::addr_eq(Arc::as_ptr(&**o), owner))
@@ -257,7 +240,7 @@ impl<Op: DelayedOperation> Shared<Op> {
     /// memberships, and takes the purgatory's strong reference. Lock held.
     /// Returns the claim's epoch.
     pub(crate) fn attach(self: &Arc<Self>, owner: OwnerRef<Op>, members: Members) -> u32 {
-        let mut links = self.links.lock();
+        let mut links = self.links();
         debug_assert!(links.owner.is_none() && links.members.is_empty());
         debug_assert!(self.is_watched() && !self.is_completed());
         links.owner = Some(owner);
@@ -282,7 +265,7 @@ impl<Op: DelayedOperation> Shared<Op> {
     /// links (their `owner` empty). Lock held.
     #[allow(unsafe_code, clippy::type_complexity)]
     pub(crate) fn detach(self: &Arc<Self>) -> (Option<(OwnerRef<Op>, Arc<Self>)>, Links<Op>) {
-        let mut links = std::mem::replace(&mut *self.links.lock(), Links::empty());
+        let mut links = std::mem::replace(&mut *self.links(), Links::empty());
         let Some(owner) = links.owner.take() else {
             return (None, links);
         };
@@ -297,10 +280,15 @@ impl<Op: DelayedOperation> Shared<Op> {
 }
 
 impl<Op: DelayedOperation> Drop for Shared<Op> {
+    #[allow(unsafe_code)]
     fn drop(&mut self) {
+        // SAFETY: made with `lock_kind` (`new`); the operation is going.
+        // Released first, so that a failed assertion below does not leak a
+        // shared lock's reference.
+        unsafe { self.lock.release(self.lock_kind) }
         // An owner still set would mean the owner's reference was given
         // back twice (or never taken): the count is wrong.
-        debug_assert!(self.links.lock().owner.is_none(), "dropped while owned");
+        debug_assert!(self.links().owner.is_none(), "dropped while owned");
     }
 }
 
@@ -319,14 +307,14 @@ pub struct Operation<Op: DelayedOperation>(pub(crate) Arc<Shared<Op>>);
 impl<Op: DelayedOperation> Operation<Op> {
     /// Wraps `op` with its own reentrant lock.
     pub fn new(op: Op) -> Self {
-        Operation(Arc::new(Shared::new(op, OpLock::own())))
+        Operation(Arc::new(Shared::new(op, None)))
     }
 
     /// Wraps `op` with a caller-supplied lock, which may be shared by several
     /// operations (Kafka's group lock): their callbacks then never run
     /// concurrently with each other or with code holding the lock.
     pub fn with_lock(op: Op, lock: OperationLock) -> Self {
-        Operation(Arc::new(Shared::new(op, OpLock::Shared(lock))))
+        Operation(Arc::new(Shared::new(op, Some(lock))))
     }
 
     /// Whether the operation has completed (by its condition, by force or by
@@ -368,7 +356,7 @@ impl<Op: DelayedOperation> Operation<Op> {
         if let Some(outcome) = self.outcome() {
             return Completion::ready(outcome);
         }
-        let mut links = self.0.links.lock();
+        let mut links = self.0.links();
         // Re-read under the links' lock: whoever decides the outcome takes
         // the signal out under it afterwards (see `crate::outcome`).
         if let Some(outcome) = self.outcome() {
@@ -441,6 +429,22 @@ impl<Op: DelayedOperation + fmt::Debug> fmt::Debug for Operation<Op> {
             .field("outcome", &self.outcome())
             .finish()
     }
+}
+
+/// An operation that waits for nothing and does nothing, for the loom
+/// models (`links`, `release`).
+#[cfg(all(test, loom))]
+pub(crate) struct Idle;
+
+#[cfg(all(test, loom))]
+impl DelayedOperation for Idle {
+    fn timeout(&self) -> Duration {
+        Duration::MAX
+    }
+    fn try_complete(&self) -> bool {
+        false
+    }
+    fn on_complete(&self) {}
 }
 
 #[cfg(test)]
