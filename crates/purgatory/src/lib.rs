@@ -190,7 +190,7 @@
 // `Shared::detach` and the reads of the operation's split lock and links
 // (operation/), the links cell's `unsafe impl Sync` and its guard
 // (operation/links.rs), the lock word and the own lock's unlock
-// (oplock.rs), the expiry task's tagged pointer (release.rs: `ExpiryTask`'s
+// (oplock.rs), the expiry task's tagged pointer (release/mod.rs: `ExpiryTask`'s
 // `unsafe impl Send`, `take`, `parts` and `Drop`) and the raw lock
 // (sync.rs); the loom model's guarded cell is test-only.
 #![deny(unsafe_code)]

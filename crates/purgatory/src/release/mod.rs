@@ -469,3 +469,6 @@ mod loom_models {
         expiry_racing_cancel_then_rewatch(1);
     }
 }
+
+#[cfg(test)]
+mod tests;
