@@ -44,11 +44,17 @@
 //! thread than the one that allocated it goes back through the allocating
 //! arena's lock.) The queue holds at most [`UNLINKED_MAX`]; what does not
 //! fit is let go at once. [`RetireQueue::free_all`] empties everything.
+//! A thread that watches operations itself (a request handler that checks
+//! one key and watches the next operation, as a heartbeat does) lets go of
+//! the operations it frees at once instead: they are on an allocating
+//! thread already, and queueing them would only trade the queue's lock
+//! between such threads on every call.
 //! The spill room of an operation with more keys than fit in place (see
 //! [`Members`]) is not let go there but handed to the watch being made, if
 //! it needs room of that size: a workload whose operations all have a few
 //! keys then allocates none for them in a steady state.
 
+use std::cell::Cell;
 use std::collections::VecDeque;
 use std::sync::Weak;
 
@@ -75,6 +81,11 @@ pub(crate) const UNLINKED_MAX: usize = 8 * RETIRE_BATCH;
 /// How many unlinked operations each watch lets go of (when there are any).
 /// More than one, so that the queue stays short in a steady state.
 pub(crate) const DROPS_PER_WATCH: usize = 2;
+
+thread_local! {
+    /// Whether this thread has watched an operation (see the module docs).
+    static WATCHES: Cell<bool> = const { Cell::new(false) };
+}
 
 /// One operation that has left, with what is still to be freed.
 pub(crate) struct Retired<Op: DelayedOperation> {
@@ -265,6 +276,7 @@ impl<Op: DelayedOperation> RetireQueue<Op> {
     /// go now), for the next watch with the same need. So a workload whose
     /// operations all have the same few keys reuses every spill.
     pub(crate) fn drop_unlinked(&self, room: usize) -> Option<Spill> {
+        WATCHES.with(|watches| watches.set(true));
         // Relaxed: a stale zero only leaves the operations for the next call.
         if self.unlinked_len.load(Ordering::Relaxed) == 0 {
             return None;
@@ -297,10 +309,11 @@ impl<Op: DelayedOperation> RetireQueue<Op> {
         spare
     }
 
-    /// Frees the slots and cancels the timer entries of `batch`, then queues
-    /// its operations' last references for a watching thread, taking them
-    /// out of `batch` (what does not fit stays). `handles` (empty) is room
-    /// for the timer handles.
+    /// Frees the slots and cancels the timer entries of `batch`, then,
+    /// unless this thread watches operations itself, queues its operations'
+    /// last references for a watching thread, taking them out of `batch`
+    /// (what does not fit stays). `handles` (empty) is room for the timer
+    /// handles.
     fn free<T: TimerTask>(
         &self,
         batch: &mut Vec<Retired<Op>>,
@@ -316,10 +329,83 @@ impl<Op: DelayedOperation> RetireQueue<Op> {
             timer.cancel_all(handles);
         }
         index.unwatch_batch(batch);
+        if WATCHES.with(Cell::get) {
+            // Let go by the caller (see the module docs).
+            return;
+        }
         let mut queue = self.unlinked.lock();
         let room = UNLINKED_MAX.saturating_sub(queue.len());
         let unlinked = batch.drain(..room.min(batch.len()));
         queue.extend(unlinked.map(|r| (r.op, r.members)));
         self.unlinked_len.store(queue.len(), Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Weak};
+    use std::thread;
+    use std::time::Duration;
+
+    use timer::ManualClock;
+
+    use crate::operation::Shared;
+    use crate::{DelayedOperation, Operation, Purgatory};
+
+    /// Completes once told to.
+    #[derive(Default)]
+    struct Ready(AtomicBool);
+
+    impl DelayedOperation for Ready {
+        fn timeout(&self) -> Duration {
+            Duration::from_secs(3600)
+        }
+        fn try_complete(&self) -> bool {
+            self.0.load(Ordering::Relaxed)
+        }
+        fn on_complete(&self) {}
+    }
+
+    /// Watches an operation under `key` on this thread; returns a weak
+    /// reference to its allocation, and the operation to complete.
+    fn watch(p: &Purgatory<u32, Ready>, key: u32) -> (Weak<Shared<Ready>>, Operation<Ready>) {
+        let op = Operation::new(Ready::default());
+        let weak = Arc::downgrade(&op.0);
+        assert_eq!(p.try_complete_else_watch(op.clone(), [key]), Ok(false));
+        (weak, op)
+    }
+
+    #[test]
+    fn a_watching_thread_lets_go_of_what_it_frees_and_another_queues_it() {
+        let p: Purgatory<u32, Ready> = Purgatory::builder("retire")
+            .clock(ManualClock::new())
+            .reaper(false)
+            .build()
+            .expect("purgatory");
+        // Checked on the thread that watches: the purgatory's last weak
+        // reference goes with the check; only this test's are left (the
+        // test keeps the operation, so the counts stay readable).
+        let (weak, op) = watch(&p, 1);
+        op.0.load_ready();
+        assert_eq!(p.check_and_complete(&1), 1);
+        assert_eq!(weak.weak_count(), 1, "let go by the checking thread");
+        // Checked on a thread that never watches: queued for a watching
+        // thread, which lets go of it with its next watch.
+        let (weak, op2) = watch(&p, 2);
+        op2.0.load_ready();
+        thread::scope(|s| {
+            s.spawn(|| assert_eq!(p.check_and_complete(&2), 1));
+        });
+        assert_eq!(weak.weak_count(), 2, "queued, for a watching thread");
+        let _next = watch(&p, 3);
+        assert_eq!(weak.weak_count(), 1, "let go by the next watch");
+        drop((op, op2));
+    }
+
+    impl Shared<Ready> {
+        fn load_ready(&self) {
+            self.op().0.store(true, Ordering::Relaxed);
+        }
     }
 }
