@@ -44,16 +44,6 @@ fn an_operation_of_24_bytes_takes_104() {
     assert_eq!(size_of::<Shared<Op24>>(), 104);
 }
 
-struct NoOwner;
-
-impl Owner<Op24> for NoOwner {
-    fn name(&self) -> &str {
-        "test"
-    }
-    fn left(&self, _: &Arc<Shared<Op24>>, _: Members, _: Option<TimerHandle>, _: bool, _: Outcome) {
-    }
-}
-
 /// The purgatory's reference is a count while the owner is set, and
 /// comes back as an `Arc` exactly once per claim.
 #[test]

@@ -431,12 +431,12 @@ impl<Op: DelayedOperation + fmt::Debug> fmt::Debug for Operation<Op> {
     }
 }
 
-/// An operation that waits for nothing and does nothing, for the loom
-/// models (`links`, `release`).
-#[cfg(all(test, loom))]
+/// An operation that waits for nothing and does nothing, for the tests
+/// and loom models of this module, `links` and `release`.
+#[cfg(test)]
 pub(crate) struct Idle;
 
-#[cfg(all(test, loom))]
+#[cfg(test)]
 impl DelayedOperation for Idle {
     fn timeout(&self) -> Duration {
         Duration::MAX
@@ -445,6 +445,18 @@ impl DelayedOperation for Idle {
         false
     }
     fn on_complete(&self) {}
+}
+
+/// An owner that does nothing when an operation leaves, for the same tests.
+#[cfg(test)]
+pub(crate) struct NoOwner;
+
+#[cfg(test)]
+impl<Op: DelayedOperation> Owner<Op> for NoOwner {
+    fn name(&self) -> &str {
+        "test"
+    }
+    fn left(&self, _: &Arc<Shared<Op>>, _: Members, _: Option<TimerHandle>, _: bool, _: Outcome) {}
 }
 
 #[cfg(test)]

@@ -384,28 +384,11 @@ impl<Op: DelayedOperation> Operation<Op> {
 /// `RUSTFLAGS="--cfg loom" cargo test -p purgatory --release --lib loom_models`.
 #[cfg(all(test, loom))]
 mod loom_models {
-    use timer::{TimerHandle, TimerTask};
+    use timer::TimerTask;
 
     use super::*;
     use crate::members::Members;
-    use crate::operation::{Idle, Owner};
-
-    struct NoOwner;
-
-    impl Owner<Idle> for NoOwner {
-        fn name(&self) -> &str {
-            "model"
-        }
-        fn left(
-            &self,
-            _: &Arc<Shared<Idle>>,
-            _: Members,
-            _: Option<TimerHandle>,
-            _: bool,
-            _: Outcome,
-        ) {
-        }
-    }
+    use crate::operation::{Idle, NoOwner};
 
     /// Claims `op` for `owner` under its lock, as a watch does; its epoch.
     fn watch(op: &Operation<Idle>, owner: &OwnerRef<Idle>) -> Option<u32> {

@@ -3,45 +3,13 @@
 
 use std::mem::size_of;
 use std::sync::Arc;
-use std::time::Duration;
 
-use timer::{TimerHandle, TimerTask};
+use timer::TimerTask;
 
 use super::ExpiryTask;
 use crate::members::Members;
-use crate::operation::{DelayedOperation, Operation, Owner, OwnerRef, Shared};
+use crate::operation::{Idle, NoOwner, Operation, OwnerRef};
 use crate::outcome::Outcome;
-
-/// An operation that only times out.
-struct Small(#[allow(dead_code)] u64);
-
-impl DelayedOperation for Small {
-    fn timeout(&self) -> Duration {
-        Duration::ZERO
-    }
-    fn try_complete(&self) -> bool {
-        false
-    }
-    fn on_complete(&self) {}
-}
-
-/// An owner that does nothing when an operation leaves.
-struct NoOwner;
-
-impl Owner<Small> for NoOwner {
-    fn name(&self) -> &str {
-        "test"
-    }
-    fn left(
-        &self,
-        _: &Arc<Shared<Small>>,
-        _: Members,
-        _: Option<TimerHandle>,
-        _: bool,
-        _: Outcome,
-    ) {
-    }
-}
 
 /// An expiry task is one word (a timer slot of 24 bytes, not 32), and a
 /// task armed for an earlier stay (cancelled, then watched again) does
@@ -49,9 +17,9 @@ impl Owner<Small> for NoOwner {
 /// alone) or a later one's (boxed with its epoch).
 #[test]
 fn an_expiry_task_is_one_word_and_acts_only_in_its_own_stay() {
-    assert_eq!(size_of::<ExpiryTask<Small>>(), 8);
-    let op = Operation::new(Small(0));
-    let owner: OwnerRef<Small> = Arc::new(Arc::new(NoOwner));
+    assert_eq!(size_of::<ExpiryTask<Idle>>(), 8);
+    let op = Operation::new(Idle);
+    let owner: OwnerRef<Idle> = Arc::new(Arc::new(NoOwner));
     let owner_addr = Arc::as_ptr(&*owner).cast::<()>();
     let mut stale = Vec::new();
     for stay in 1..=3 {
