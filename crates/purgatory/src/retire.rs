@@ -357,6 +357,12 @@ mod tests {
     #[derive(Default)]
     struct Ready(AtomicBool);
 
+    impl Ready {
+        fn set(&self) {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
+
     impl DelayedOperation for Ready {
         fn timeout(&self) -> Duration {
             Duration::from_secs(3600)
@@ -387,13 +393,13 @@ mod tests {
         // reference goes with the check; only this test's are left (the
         // test keeps the operation, so the counts stay readable).
         let (weak, op) = watch(&p, 1);
-        op.0.load_ready();
+        op.set();
         assert_eq!(p.check_and_complete(&1), 1);
         assert_eq!(weak.weak_count(), 1, "let go by the checking thread");
         // Checked on a thread that never watches: queued for a watching
         // thread, which lets go of it with its next watch.
         let (weak, op2) = watch(&p, 2);
-        op2.0.load_ready();
+        op2.set();
         thread::scope(|s| {
             s.spawn(|| assert_eq!(p.check_and_complete(&2), 1));
         });
@@ -401,11 +407,5 @@ mod tests {
         let _next = watch(&p, 3);
         assert_eq!(weak.weak_count(), 1, "let go by the next watch");
         drop((op, op2));
-    }
-
-    impl Shared<Ready> {
-        fn load_ready(&self) {
-            self.op().0.store(true, Ordering::Relaxed);
-        }
     }
 }

@@ -12,16 +12,7 @@
 /// of this core. Does nothing on targets other than x86-64.
 #[inline(always)]
 pub fn prefetch<T>(value: &T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is only a hint to the cache: it never faults and
-    // neither reads nor writes memory the program can observe, whatever the
-    // address (here that of a valid reference anyway).
-    unsafe {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        _mm_prefetch::<_MM_HINT_T0>((value as *const T).cast());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = value;
+    prefetch_addr(value as *const T);
 }
 
 /// [`prefetch`] of the line holding the byte at `addr`, which need not be
@@ -31,8 +22,9 @@ pub fn prefetch<T>(value: &T) {
 #[inline(always)]
 pub fn prefetch_addr<T>(addr: *const T) {
     #[cfg(target_arch = "x86_64")]
-    // SAFETY: as in `prefetch`: the hint never faults and has no effect the
-    // program can observe, whatever the address.
+    // SAFETY: a prefetch is only a hint to the cache: it never faults and
+    // neither reads nor writes memory the program can observe, whatever the
+    // address.
     unsafe {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
         _mm_prefetch::<_MM_HINT_T0>(addr.cast());

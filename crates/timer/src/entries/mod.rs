@@ -17,13 +17,13 @@
 //!   lie at or after the `sweep` cursor, which allocation moves forward when
 //!   the free list is empty, taking them in address order.
 //! - A large arena that drains to a sixty-fourth of its slots
-//!   ([`SWEEP_BELOW`]) after being at least half full leaves every vacant slot
-//!   to the sweep at once: it starts a new epoch and empties the free list
-//!   (O(1)). Freed in the order their tasks expired
-//!   or were cancelled, those slots would be handed out scattered over the
-//!   arena, and the next wave of entries (a restart's heartbeat
-//!   expectations, a burst sharing one deadline) would be walked one cache
-//!   and TLB miss per entry; taken in address order, its walk streams.
+//!   ([`SWEEP_BELOW`]) after being at least half full leaves every vacant
+//!   slot to the sweep at once: it starts a new epoch and empties the free
+//!   list (O(1)). Freed in the order their tasks expired or were cancelled,
+//!   those slots would be handed out scattered over the arena, and the next
+//!   wave of entries (a restart's heartbeat expectations, a burst sharing
+//!   one deadline) would be walked one cache and TLB miss per entry; taken
+//!   in address order, its walk streams.
 //! - A slot's `generation` changes every time the slot is freed, so a
 //!   [`TimerHandle`] taken before the free no longer matches: stale handles
 //!   are detected, never aliased (a generation would have to wrap around
@@ -67,8 +67,8 @@ pub(crate) const VACANT: u32 = (1 << STATE_BITS) - 1;
 /// allocation and linking, or while being moved).
 pub(crate) const UNLINKED: u32 = VACANT - 1;
 
-/// A large arena that has grown to a new peak leaves its vacant slots to
-/// the sweep once no more than one slot in this many is occupied.
+/// A large arena that has been at least half full leaves its vacant slots
+/// to the sweep once no more than one slot in this many is occupied.
 pub(crate) const SWEEP_BELOW: usize = 64;
 
 /// The most wheel levels a slot's state can name: levels `0..MAX_LEVELS`.
@@ -338,7 +338,7 @@ impl<T> Entries<T> {
     /// a new epoch makes every listed slot one left to the sweep, so nothing
     /// is written but the arena's fields.
     fn start_sweep(&mut self) {
-        debug_assert!(self.next_swept_is_done());
+        debug_assert!(self.sweep_done());
         self.epoch += 1;
         self.free_head = NIL;
         self.sweep = 0;
@@ -346,7 +346,7 @@ impl<T> Entries<T> {
     }
 
     /// Whether the sweep has passed every slot.
-    fn next_swept_is_done(&self) -> bool {
+    fn sweep_done(&self) -> bool {
         self.sweep >= self.slots.len()
     }
 
@@ -359,7 +359,7 @@ impl<T> Entries<T> {
         if self.peaked
             && self.len * SWEEP_BELOW <= self.slots.len()
             && self.slots.len() > KEEP_SLOTS
-            && self.next_swept_is_done()
+            && self.sweep_done()
         {
             self.start_sweep();
         }

@@ -16,8 +16,9 @@
 //! than [`BACKLOG_HIGH`] tasks wait, until the executor is down to
 //! [`BACKLOG_LOW`], looking again every [`HOLD_NAP`]: the executor never
 //! wakes it, since a thread woken by another is placed on the waker's CPU
-//! by a scheduler that packs threads (this VM's does), and the two would
-//! then take turns on one CPU for the whole drain. Expiring tasks faster than they run gains nothing (they
+//! by a scheduler that packs threads, and the two would then take turns on
+//! one CPU for the whole drain. Expiring tasks faster than they run gains
+//! nothing (they
 //! wait here instead of in the wheel), and an unbounded backlog holds a
 //! second copy of a burst's tasks in memory that the allocator maps and
 //! unmaps over and over, at the clock thread's expense; when the two threads

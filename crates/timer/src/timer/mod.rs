@@ -248,7 +248,7 @@ impl<T: TimerTask> Timer<T> {
 
     /// Has an emptied arena's memory freed on the executor thread, off the
     /// caller's path (unmapping a large arena takes milliseconds).
-    fn free_emptied(&self, emptied: Option<EmptiedSlots<T>>) {
+    pub(super) fn free_emptied(&self, emptied: Option<EmptiedSlots<T>>) {
         if let Some(memory) = emptied {
             self.executor.free_later(Box::new(memory));
         }

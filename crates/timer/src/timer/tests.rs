@@ -228,15 +228,14 @@ fn a_timer_emptied_by_batched_cancels_frees_every_shard_arena() {
                 .unwrap()
         })
         .collect();
-    let capacity = arena_capacity;
-    assert!(capacity(&timer) >= n);
+    assert!(arena_capacity(&timer) >= n);
     assert_eq!(timer.cancel_all(&mut handles), n);
     assert_eq!(timer.len(), 0);
-    assert_eq!(capacity(&timer), 0);
+    assert_eq!(arena_capacity(&timer), 0);
     // The wheels still visit the buckets the cancelled tasks were in.
     clock.advance_ms(10 * n as u64);
     timer.advance_clock(Duration::ZERO);
-    assert_eq!((timer.len(), capacity(&timer)), (0, 0));
+    assert_eq!((timer.len(), arena_capacity(&timer)), (0, 0));
     timer.shutdown();
 }
 

@@ -205,9 +205,7 @@ impl<T: TimerTask> Timer<T> {
                 self.executor.wait_for_room();
             }
             // After the chunk's tasks, not before them (see `entries`).
-            if let Some(memory) = emptied {
-                self.executor.free_later(Box::new(memory));
-            }
+            self.free_emptied(emptied);
         }
         any
     }
