@@ -42,7 +42,7 @@ use crate::release::{self, guarded, let_go, ExpiryTask, Released};
 use crate::retire::{Retired, Unwatch};
 use crate::stackbuf::StackBuf;
 use crate::sync::Mutex;
-use crate::watch::{KeyHasher, WatchIndex, WatchKey};
+use crate::watch::{KeyHasher, Located, WatchIndex, WatchKey};
 
 /// How many operations [`Purgatory::check_and_complete`] copies out of a list
 /// per shard-lock hold: small enough that a scan of a long hot list never
@@ -237,9 +237,12 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
         keys: impl IntoIterator<Item = K>,
     ) -> Result<(bool, Option<Released<Op>>), (PurgatoryError, Option<Released<Op>>)> {
         let mut keys = keys.into_iter().peekable();
-        if keys.peek().is_none() {
+        let Some(first) = keys.peek() else {
             return Err((PurgatoryError::NoKeys, None));
-        }
+        };
+        // The first key's shard and table entry are one cache miss each at
+        // scale: start them now, so they overlap the work before the join.
+        let first = self.index.prefetch(first);
         if self.home.is_shut_down() {
             return Err((PurgatoryError::Shutdown, None));
         }
@@ -277,7 +280,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
             let claimed = shared.state.claim();
             debug_assert!(claimed, "neither watched nor completed, lock held");
             let members = Members::with_capacity(keys_hint, spare);
-            let (members, refused) = self.watch_all(shared, keys, members);
+            let (members, refused) = self.watch_all(shared, keys, first, members);
             if shared.is_completed() {
                 // Completed re-entrantly while joining, before any owner
                 // was set: that completion resolved its waiters but had
@@ -304,7 +307,8 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
     }
 
     /// Adds `shared` to the list of every key, recording each in `members`
-    /// (empty, with room made); returns them, and whether a shutdown
+    /// (empty, with room made), the first key found where `first` says
+    /// (located already, see `watch_or_complete`); returns them, and whether a shutdown
     /// refused one. If a key's `Hash` or `Eq` panics, the
     /// lists joined so far are left before the panic goes on, so that no
     /// partial watch remains. Operation lock held.
@@ -312,12 +316,15 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
         &self,
         shared: &Arc<Shared<Op>>,
         keys: impl Iterator<Item = K>,
+        first: Located,
         mut members: Members,
     ) -> (Members, bool) {
         let closed = || self.home.is_shut_down();
         let joined = catch_unwind(AssertUnwindSafe(|| {
+            let mut first = Some(first);
             for key in keys {
-                match self.index.watch(key, shared, closed) {
+                let at = first.take().unwrap_or_else(|| self.index.locate(&key));
+                match self.index.watch_at(key, at, shared, closed) {
                     Some(m) => members.push(m),
                     None => return true,
                 }

@@ -596,10 +596,18 @@ fn a_panicking_key_leaves_no_partial_watch() {
         panic_eq: true,
         ..touchy(9)
     };
-    for bad in [bad_hash, bad_eq] {
+    // Last, after lists were joined; and first, whose hash is taken before
+    // the operation is locked (see `watch_or_complete`).
+    let cases = [bad_hash, bad_eq].into_iter().flat_map(|bad| {
+        [
+            vec![touchy(1), touchy(2), bad.clone()],
+            vec![bad, touchy(1), touchy(2)],
+        ]
+    });
+    for keys in cases {
         let o = op(1_000);
         let panicked = catch_unwind(AssertUnwindSafe(|| {
-            p.try_complete_else_watch(o.clone(), [touchy(1), touchy(2), bad.clone()])
+            p.try_complete_else_watch(o.clone(), keys)
         }));
         assert!(panicked.is_err(), "the panic reaches the caller");
         assert!(!o.is_watched() && o.outcome().is_none());

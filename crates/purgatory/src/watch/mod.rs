@@ -249,6 +249,14 @@ fn prefetch_operation<Op: DelayedOperation>(op: &std::sync::Weak<Shared<Op>>) {
 /// A shard behind its lock, on its own cache line.
 type ShardLock<K, Op> = CachePadded<Mutex<Shard<K, Op>>>;
 
+/// Where a key's list lives: the key's hash (the table's tag comes from
+/// it) and its shard, as [`WatchIndex::locate`] finds them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Located {
+    hash: u64,
+    shard: usize,
+}
+
 /// Where a chunked scan of one key's list stands.
 #[derive(Debug)]
 pub(crate) struct Cursor {
@@ -310,7 +318,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: BuildHasher> WatchIndex<K, Op, S> {
         })
     }
 
-    fn locate(&self, key: &K) -> (u64, usize) {
+    pub(crate) fn locate(&self, key: &K) -> Located {
         let hash = self.hasher.hash_one(key);
         // The key table uses the low 32 bits (the tag, whose low bits pick
         // the slot). The shard is taken from a multiplicative mix of the
@@ -318,19 +326,41 @@ impl<K: WatchKey, Op: DelayedOperation, S: BuildHasher> WatchIndex<K, Op, S> {
         // the slot's bits and a hasher whose output fits in 32 bits still
         // spreads keys over every shard.
         let mixed = hash.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        (hash, ((mixed >> 32) as usize) & self.mask)
+        Located {
+            hash,
+            shard: ((mixed >> 32) as usize) & self.mask,
+        }
     }
 
     /// Adds `op` to `key`'s list, creating the list if needed. Refuses (and
     /// returns `None`) if `closed()` holds once the shard is locked, so that
     /// nothing is added after a shutdown has drained the index.
+    #[cfg(test)]
     pub(crate) fn watch(
         &self,
         key: K,
         op: &Arc<Shared<Op>>,
         closed: impl Fn() -> bool,
     ) -> Option<Membership> {
-        let (hash, shard_ix) = self.locate(&key);
+        let at = self.locate(&key);
+        self.watch_at(key, at, op, closed)
+    }
+
+    /// [`watch`](Self::watch) with `key` already located (`at` is
+    /// `locate(&key)`: a key located elsewhere would be lost in another
+    /// shard's table).
+    pub(crate) fn watch_at(
+        &self,
+        key: K,
+        at: Located,
+        op: &Arc<Shared<Op>>,
+        closed: impl Fn() -> bool,
+    ) -> Option<Membership> {
+        debug_assert!(at == self.locate(&key), "key located elsewhere");
+        let Located {
+            hash,
+            shard: shard_ix,
+        } = at;
         let mut shard = lock_spinning(&self.shards[shard_ix]);
         if closed() {
             return None;
@@ -358,9 +388,14 @@ impl<K: WatchKey, Op: DelayedOperation, S: BuildHasher> WatchIndex<K, Op, S> {
 
     /// Starts fetching the lines a [`watch`](Self::watch) or
     /// [`scan`](Self::scan) of `key` reads first: its shard's lock and the
-    /// key table's entry where the lookup starts. Takes no lock.
-    pub(crate) fn prefetch(&self, key: &K) {
-        let (hash, shard_ix) = self.locate(key);
+    /// key table's entry where the lookup starts. Takes no lock. Returns
+    /// where the key lives, for [`watch_at`](Self::watch_at).
+    pub(crate) fn prefetch(&self, key: &K) -> Located {
+        let at = self.locate(key);
+        let Located {
+            hash,
+            shard: shard_ix,
+        } = at;
         timer::internal::prefetch(&self.shards[shard_ix]);
         let hint = &self.hints[shard_ix];
         let base = hint.base.load(Ordering::Relaxed);
@@ -368,6 +403,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: BuildHasher> WatchIndex<K, Op, S> {
             let slot = tag(hash) as usize & hint.mask.load(Ordering::Relaxed);
             timer::internal::prefetch_addr((base as *const u64).wrapping_add(slot));
         }
+        at
     }
 
     /// Copies up to `max` live operations of `key`'s list into `out` (the
@@ -385,8 +421,8 @@ impl<K: WatchKey, Op: DelayedOperation, S: BuildHasher> WatchIndex<K, Op, S> {
         let (shard_ix, hash) = match &cursor {
             Some(c) => (c.shard, 0),
             None => {
-                let (hash, shard_ix) = self.locate(key);
-                (shard_ix, hash)
+                let at = self.locate(key);
+                (at.shard, at.hash)
             }
         };
         let shard = self.shards[shard_ix].lock();
@@ -444,19 +480,19 @@ impl<K: WatchKey, Op: DelayedOperation, S: BuildHasher> WatchIndex<K, Op, S> {
 
     /// Number of entries in `key`'s list.
     pub(crate) fn len_of(&self, key: &K) -> usize {
-        let (hash, shard_ix) = self.locate(key);
-        let shard = self.shards[shard_ix].lock();
+        let at = self.locate(key);
+        let shard = self.shards[at.shard].lock();
         shard
-            .find(hash, key)
+            .find(at.hash, key)
             .map_or(0, |id| shard.list(id).slab.live())
     }
 
     /// Takes `key`'s list out of the index and copies its entries. Returns
     /// whether the key had a list.
     pub(crate) fn remove(&self, key: &K, out: &mut Vec<Arc<Shared<Op>>>) -> bool {
-        let (hash, shard_ix) = self.locate(key);
-        let mut shard = self.shards[shard_ix].lock();
-        let Some(id) = shard.find(hash, key) else {
+        let at = self.locate(key);
+        let mut shard = self.shards[at.shard].lock();
+        let Some(id) = shard.find(at.hash, key) else {
             return false;
         };
         shard.detach(id);

@@ -212,8 +212,9 @@ fn narrow_hashes_spread_over_shards() {
     }
     let index =
         WatchIndex::<String, Nop, _>::new(64, std::hash::BuildHasherDefault::<Narrow>::default());
-    let shards: std::collections::HashSet<usize> =
-        (0..256).map(|i| index.locate(&format!("k{i}")).1).collect();
+    let shards: std::collections::HashSet<usize> = (0..256)
+        .map(|i| index.locate(&format!("k{i}")).shard)
+        .collect();
     assert!(shards.len() > 32, "{} shards used", shards.len());
 }
 
