@@ -307,9 +307,9 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
     }
 
     /// Adds `shared` to the list of every key, recording each in `members`
-    /// (empty, with room made), the first key found where `first` says
-    /// (located already, see `watch_or_complete`); returns them, and whether a shutdown
-    /// refused one. If a key's `Hash` or `Eq` panics, the
+    /// (empty, with room made); the first key is where `first` says (it was
+    /// located on entry, see `watch_or_complete`). Returns the members, and
+    /// whether a shutdown refused one. If a key's `Hash` or `Eq` panics, the
     /// lists joined so far are left before the panic goes on, so that no
     /// partial watch remains. Operation lock held.
     fn watch_all(
