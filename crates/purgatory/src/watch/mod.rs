@@ -332,9 +332,8 @@ impl<K: WatchKey, Op: DelayedOperation, S: BuildHasher> WatchIndex<K, Op, S> {
         }
     }
 
-    /// Adds `op` to `key`'s list, creating the list if needed. Refuses (and
-    /// returns `None`) if `closed()` holds once the shard is locked, so that
-    /// nothing is added after a shutdown has drained the index.
+    /// [`watch_at`](Self::watch_at), locating `key` first (for the crate's
+    /// tests).
     #[cfg(test)]
     pub(crate) fn watch(
         &self,
@@ -346,9 +345,11 @@ impl<K: WatchKey, Op: DelayedOperation, S: BuildHasher> WatchIndex<K, Op, S> {
         self.watch_at(key, at, op, closed)
     }
 
-    /// [`watch`](Self::watch) with `key` already located (`at` is
-    /// `locate(&key)`: a key located elsewhere would be lost in another
-    /// shard's table).
+    /// Adds `op` to `key`'s list, creating the list if needed; `at` is
+    /// [`locate`](Self::locate)`(&key)` (a key located elsewhere would be
+    /// lost in another shard's table). Refuses (and returns `None`) if
+    /// `closed()` holds once the shard is locked, so that nothing is added
+    /// after a shutdown has drained the index.
     pub(crate) fn watch_at(
         &self,
         key: K,
@@ -386,7 +387,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: BuildHasher> WatchIndex<K, Op, S> {
         })
     }
 
-    /// Starts fetching the lines a [`watch`](Self::watch) or
+    /// Starts fetching the lines a [`watch_at`](Self::watch_at) or
     /// [`scan`](Self::scan) of `key` reads first: its shard's lock and the
     /// key table's entry where the lookup starts. Takes no lock. Returns
     /// where the key lives, for [`watch_at`](Self::watch_at).
