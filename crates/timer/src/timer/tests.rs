@@ -277,3 +277,49 @@ fn an_arena_emptied_by_expiry_is_freed_on_the_executor_after_its_tasks() {
     assert_eq!(timer.executor.backlog(), 0);
     timer.shutdown();
 }
+
+/// A coarse bucket's final pass with slack is worked through a share per
+/// tick even while another shard wakes every tick: a visit yields to a due
+/// shard only after a chunk of its own work, and comes back as soon as
+/// that shard is done, not a tick later. (A visit that yielded before any
+/// background chunk, and queued itself a tick on, did no background work
+/// at all while the other shard woke every tick, and left the whole pass
+/// for its last moment: a burst then came out late.)
+#[test]
+fn a_pass_with_slack_progresses_while_another_shard_wakes_every_tick() {
+    let (clock, timer) = two_shards();
+    let own = thread_index() % 2;
+    // Deadline 37: the back of level 1's bucket [20, 40), whose final pass
+    // at 20 has until 37 to move everything into level 0.
+    let n = 20 * super::wakeup::FLUSH_CHUNK;
+    let burst: Vec<TimerHandle> = (0..n)
+        .map(|_| {
+            let handle = timer.add(Duration::from_millis(37), Box::new(|| {}));
+            handle.unwrap()
+        })
+        .collect();
+    assert!(burst.iter().all(|h| h.shard() == own));
+    {
+        // The other shard: one task due every millisecond.
+        let _held = timer.shards[own].state.lock();
+        for ms in 1..=40 {
+            let handle = timer.add(Duration::from_millis(ms), Box::new(|| {}));
+            assert_eq!(handle.unwrap().shard(), 1 - own);
+        }
+    }
+    for ms in 1..=36 {
+        clock.set_ms(ms);
+        timer.advance_clock(Duration::ZERO);
+    }
+    // Each tick's share is twice what is left over the ticks left: the
+    // pass is done before its deadline.
+    let state = timer.shards[own].state.lock();
+    let in_level_0 = burst
+        .iter()
+        .filter(|&&h| state.wheel.position(h).is_some_and(|p| p.level == 0))
+        .count();
+    assert_eq!(in_level_0, n, "entries left in level 1 at 36 ms");
+    assert_eq!(state.wheel.paused_finish_by(), None);
+    drop(state);
+    timer.shutdown();
+}

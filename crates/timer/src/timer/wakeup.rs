@@ -76,18 +76,23 @@ impl Phase {
 /// covered by the wheel's next due expiration. Paused passes resume a tick
 /// later, unless something is due sooner (or a pass's `finish_by` comes
 /// first; with the background share it cannot, but the wake-up must not
-/// rely on that). A shard that `yielded` to another has work due now: it
-/// queues behind the shards that are due.
+/// rely on that). A shard that `yielded` to another stopped with work to
+/// do now (due, or its share of the passes): it queues at `now`, behind the
+/// shards that are due, so it comes back as soon as they have had a chunk,
+/// not a tick later (a pass's share would then be lost for every tick in
+/// which another shard is due).
 fn next_wakeup<T>(wheel: &TimingWheel<T>, now: u64, tick_ms: u64, yielded: bool) -> Option<u64> {
+    if yielded {
+        return Some(now);
+    }
     let next = wheel.next_due_expiration();
-    let next = match wheel.paused_finish_by() {
+    match wheel.paused_finish_by() {
         Some(finish_by) => {
             let later = now.saturating_add(tick_ms).min(finish_by);
             Some(next.map_or(later, |n| n.min(later)))
         }
         None => next,
-    };
-    next.map(|next| if yielded { next.max(now) } else { next })
+    }
 }
 
 /// A shard's wake-up, taken off the timer's queue for a visit that has not
@@ -162,6 +167,10 @@ impl<T: TimerTask> Timer<T> {
         let shard = &self.shards[index];
         let mut any = false;
         let mut phase = Some(Phase::Due);
+        // Whether this visit has done a chunk of work: it yields to another
+        // shard only then, so two shards that keep yielding to each other
+        // still make progress.
+        let mut worked = false;
         while let Some(current) = phase {
             let now = self.clock.now_ms();
             let until = self
@@ -187,8 +196,9 @@ impl<T: TimerTask> Timer<T> {
                 any |= step.buckets > 0 || step.spent() > 0;
                 phase = current.after(step, &state.wheel, now);
                 shard.size.store(state.wheel.len(), Ordering::Relaxed);
-                // Shards with due work take turns chunk by chunk.
-                let yielded = phase.is_some() && self.another_shard_is_due(now);
+                // Shards with work take turns chunk by chunk.
+                worked |= step.spent() > 0;
+                let yielded = phase.is_some() && worked && self.another_shard_is_due(now);
                 if phase.is_none() || yielded {
                     self.rearm(index, &mut state, now, yielded);
                     phase = None;
