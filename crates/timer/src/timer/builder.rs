@@ -119,6 +119,7 @@ impl TimerBuilder {
                     state: Mutex::new(ShardState {
                         wheel,
                         armed: u64::MAX,
+                        share: None,
                     }),
                     size: AtomicUsize::new(0),
                     advancer_waiting: AtomicBool::new(false),

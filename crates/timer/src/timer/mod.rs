@@ -32,9 +32,9 @@
 //! clock by `EXPIRY_LAG_MS` or more yields its CPU once, so the reaper and
 //! the executor get to run even when adders keep every core busy. Passes
 //! over coarse buckets (see [`TimingWheel`]) yield to due buckets between
-//! chunks and are spread over the ticks of their slack, a share per wake-up,
-//! so the reaper is never busy for long; shards with due work take turns
-//! chunk by chunk.
+//! chunks and are spread over the ticks of their slack, a share per
+//! millisecond, so the reaper is never busy for long; shards with work take
+//! turns chunk by chunk.
 //!
 //! Lock order: a shard's lock, then a delay queue's lock; never the reverse.
 //!

@@ -48,6 +48,10 @@ pub(super) struct ShardState<T> {
     /// Due time of this shard's latest wake-up in the timer's queue (no later
     /// than its earliest queued bucket), or `u64::MAX` when none is needed.
     pub(super) armed: u64,
+    /// The share of background passes left for one millisecond of the clock
+    /// `(ms, entries)`: a visit that yields to another shard and comes back
+    /// within that millisecond resumes it rather than starting a new one.
+    pub(super) share: Option<(u64, usize)>,
 }
 
 impl<T: TimerTask> Timer<T> {

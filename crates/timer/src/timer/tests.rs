@@ -323,3 +323,45 @@ fn a_pass_with_slack_progresses_while_another_shard_wakes_every_tick() {
     drop(state);
     timer.shutdown();
 }
+
+/// Two shards with passes under way take turns chunk by chunk, and each
+/// does one share per millisecond however often it yields and comes back:
+/// a fresh share on every return would have them cascade everything at
+/// once, a stall of milliseconds for the executor and the adders.
+#[test]
+fn shards_taking_turns_do_one_share_of_their_passes_per_millisecond() {
+    let (clock, timer) = two_shards();
+    let own = thread_index() % 2;
+    let n = 40 * super::wakeup::FLUSH_CHUNK;
+    let add = |timer: &Timer| {
+        let handle = timer.add(Duration::from_millis(37), Box::new(|| {}));
+        handle.unwrap()
+    };
+    let mut burst: Vec<TimerHandle> = (0..n).map(|_| add(&timer)).collect();
+    {
+        let _held = timer.shards[own].state.lock();
+        burst.extend((0..n).map(|_| add(&timer)));
+    }
+    let in_level_0 = |timer: &Timer, shard: usize| {
+        let state = timer.shards[shard].state.lock();
+        let mine = burst.iter().filter(|h| h.shard() == shard);
+        mine.filter(|&&h| state.wheel.position(h).is_some_and(|p| p.level == 0))
+            .count()
+    };
+    for ms in 1..=20 {
+        clock.set_ms(ms);
+        timer.advance_clock(Duration::ZERO);
+    }
+    // At 20 each final pass did a chunk as due work and one share (twice
+    // what is left over the 17 ms of slack), no more.
+    for shard in 0..2 {
+        let moved = in_level_0(&timer, shard);
+        assert!(moved > 0 && moved < n / 4, "shard {shard}: {moved} of {n}");
+    }
+    for ms in 21..=36 {
+        clock.set_ms(ms);
+        timer.advance_clock(Duration::ZERO);
+    }
+    assert_eq!([in_level_0(&timer, 0), in_level_0(&timer, 1)], [n, n]);
+    timer.shutdown();
+}

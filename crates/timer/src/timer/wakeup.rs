@@ -4,9 +4,11 @@
 //!
 //! A visit to a shard has two phases (see [`Phase`]): the work that cannot
 //! wait (due buckets, passes out of slack), then a share of the passes over
-//! coarse buckets that still have slack (see the wheel's `lead`). It stops
-//! early when another shard has due work, and ends by re-arming the shard's
-//! wake-up ([`next_wakeup`]).
+//! coarse buckets that still have slack (see the wheel's `lead`), one share
+//! per millisecond of the clock (`ShardState::share`). After a chunk of
+//! work it yields to another shard that is due, and comes back once that
+//! shard has had a chunk; it ends by re-arming the shard's wake-up
+//! ([`next_wakeup`]).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -195,6 +197,21 @@ impl<T: TimerTask> Timer<T> {
                 }
                 any |= step.buckets > 0 || step.spent() > 0;
                 phase = current.after(step, &state.wheel, now);
+                // One share of the passes per millisecond, however often
+                // the visit yields and comes back within it.
+                match (current, phase) {
+                    (Phase::Due, Some(Phase::Background { left })) => {
+                        let left = match state.share {
+                            Some((ms, left)) if ms == now => left,
+                            _ => left,
+                        };
+                        phase = (left > 0).then_some(Phase::Background { left });
+                    }
+                    (Phase::Background { left }, _) => {
+                        state.share = Some((now, left.saturating_sub(step.spent())));
+                    }
+                    _ => {}
+                }
                 shard.size.store(state.wheel.len(), Ordering::Relaxed);
                 // Shards with work take turns chunk by chunk.
                 worked |= step.spent() > 0;
