@@ -278,26 +278,40 @@ fn an_arena_emptied_by_expiry_is_freed_on_the_executor_after_its_tasks() {
     timer.shutdown();
 }
 
+/// Adds a task due at 37 ms (added at 0): the back of level 1's bucket
+/// [20, 40), whose final pass at 20 has until 37 to move it into level 0.
+fn add_due_at_37(timer: &Timer) -> TimerHandle {
+    let handle = timer.add(Duration::from_millis(37), Box::new(|| {}));
+    handle.unwrap()
+}
+
+/// How many of `handles` that shard `shard` issued sit in its level 0.
+fn in_level_0(timer: &Timer, handles: &[TimerHandle], shard: usize) -> usize {
+    let state = timer.shards[shard].state.lock();
+    let mine = handles.iter().filter(|h| h.shard() == shard);
+    mine.filter(|&&h| state.wheel.position(h).is_some_and(|p| p.level == 0))
+        .count()
+}
+
+/// Moves the clock one millisecond at a time through `ms`, advancing the
+/// timer at each.
+fn tick_through(clock: &ManualClock, timer: &Timer, ms: std::ops::RangeInclusive<u64>) {
+    for ms in ms {
+        clock.set_ms(ms);
+        timer.advance_clock(Duration::ZERO);
+    }
+}
+
 /// A coarse bucket's final pass with slack is worked through a share per
 /// tick even while another shard wakes every tick: a visit yields to a due
 /// shard only after a chunk of its own work, and comes back as soon as
-/// that shard is done, not a tick later. (A visit that yielded before any
-/// background chunk, and queued itself a tick on, did no background work
-/// at all while the other shard woke every tick, and left the whole pass
-/// for its last moment: a burst then came out late.)
+/// that shard has had a chunk, not a tick later.
 #[test]
 fn a_pass_with_slack_progresses_while_another_shard_wakes_every_tick() {
     let (clock, timer) = two_shards();
     let own = thread_index() % 2;
-    // Deadline 37: the back of level 1's bucket [20, 40), whose final pass
-    // at 20 has until 37 to move everything into level 0.
     let n = 20 * super::wakeup::FLUSH_CHUNK;
-    let burst: Vec<TimerHandle> = (0..n)
-        .map(|_| {
-            let handle = timer.add(Duration::from_millis(37), Box::new(|| {}));
-            handle.unwrap()
-        })
-        .collect();
+    let burst: Vec<TimerHandle> = (0..n).map(|_| add_due_at_37(&timer)).collect();
     assert!(burst.iter().all(|h| h.shard() == own));
     {
         // The other shard: one task due every millisecond.
@@ -307,20 +321,18 @@ fn a_pass_with_slack_progresses_while_another_shard_wakes_every_tick() {
             assert_eq!(handle.unwrap().shard(), 1 - own);
         }
     }
-    for ms in 1..=36 {
-        clock.set_ms(ms);
-        timer.advance_clock(Duration::ZERO);
-    }
+    tick_through(&clock, &timer, 1..=36);
     // Each tick's share is twice what is left over the ticks left: the
     // pass is done before its deadline.
-    let state = timer.shards[own].state.lock();
-    let in_level_0 = burst
-        .iter()
-        .filter(|&&h| state.wheel.position(h).is_some_and(|p| p.level == 0))
-        .count();
-    assert_eq!(in_level_0, n, "entries left in level 1 at 36 ms");
-    assert_eq!(state.wheel.paused_finish_by(), None);
-    drop(state);
+    assert_eq!(
+        in_level_0(&timer, &burst, own),
+        n,
+        "left in level 1 at 36 ms"
+    );
+    assert_eq!(
+        timer.shards[own].state.lock().wheel.paused_finish_by(),
+        None
+    );
     timer.shutdown();
 }
 
@@ -333,35 +345,20 @@ fn shards_taking_turns_do_one_share_of_their_passes_per_millisecond() {
     let (clock, timer) = two_shards();
     let own = thread_index() % 2;
     let n = 40 * super::wakeup::FLUSH_CHUNK;
-    let add = |timer: &Timer| {
-        let handle = timer.add(Duration::from_millis(37), Box::new(|| {}));
-        handle.unwrap()
-    };
-    let mut burst: Vec<TimerHandle> = (0..n).map(|_| add(&timer)).collect();
+    let mut burst: Vec<TimerHandle> = (0..n).map(|_| add_due_at_37(&timer)).collect();
     {
         let _held = timer.shards[own].state.lock();
-        burst.extend((0..n).map(|_| add(&timer)));
+        burst.extend((0..n).map(|_| add_due_at_37(&timer)));
     }
-    let in_level_0 = |timer: &Timer, shard: usize| {
-        let state = timer.shards[shard].state.lock();
-        let mine = burst.iter().filter(|h| h.shard() == shard);
-        mine.filter(|&&h| state.wheel.position(h).is_some_and(|p| p.level == 0))
-            .count()
-    };
-    for ms in 1..=20 {
-        clock.set_ms(ms);
-        timer.advance_clock(Duration::ZERO);
-    }
+    tick_through(&clock, &timer, 1..=20);
     // At 20 each final pass did a chunk as due work and one share (twice
     // what is left over the 17 ms of slack), no more.
     for shard in 0..2 {
-        let moved = in_level_0(&timer, shard);
+        let moved = in_level_0(&timer, &burst, shard);
         assert!(moved > 0 && moved < n / 4, "shard {shard}: {moved} of {n}");
     }
-    for ms in 21..=36 {
-        clock.set_ms(ms);
-        timer.advance_clock(Duration::ZERO);
-    }
-    assert_eq!([in_level_0(&timer, 0), in_level_0(&timer, 1)], [n, n]);
+    tick_through(&clock, &timer, 21..=36);
+    let moved = [0, 1].map(|shard| in_level_0(&timer, &burst, shard));
+    assert_eq!(moved, [n, n]);
     timer.shutdown();
 }
