@@ -53,19 +53,31 @@ impl Phase {
     }
 
     /// The phase after a chunk that did `step`, or `None` when the visit is
-    /// over.
-    fn after<T>(self, step: Advance, wheel: &TimingWheel<T>, now: u64) -> Option<Phase> {
+    /// over. `share` is the shard's share of the passes left for a
+    /// millisecond (see `ShardState::share`).
+    fn after<T>(
+        self,
+        step: Advance,
+        wheel: &TimingWheel<T>,
+        now: u64,
+        share: &mut Option<(u64, usize)>,
+    ) -> Option<Phase> {
         match self {
-            // Due work done, passes with slack left: on to their share. At
-            // least a chunk per visit, so that a pass with much slack does
-            // not wake the thread for nothing.
+            // Due work done, passes with slack left: on to their share,
+            // one per millisecond however often the visit yields and comes
+            // back within it. At least a chunk, so that a pass with much
+            // slack does not wake the thread for nothing.
             Phase::Due if step.done && wheel.paused_finish_by().is_some() => {
-                let left = wheel.background_allowance(now).max(FLUSH_CHUNK);
-                Some(Phase::Background { left })
+                let left = match *share {
+                    Some((ms, left)) if ms == now => left,
+                    _ => wheel.background_allowance(now).max(FLUSH_CHUNK),
+                };
+                (left > 0).then_some(Phase::Background { left })
             }
             Phase::Due => (!step.done).then_some(Phase::Due),
             Phase::Background { left } => {
                 let left = left.saturating_sub(step.spent());
+                *share = Some((now, left));
                 (!step.done && left > 0).then_some(Phase::Background { left })
             }
         }
@@ -196,22 +208,8 @@ impl<T: TimerTask> Timer<T> {
                     handing_over = Some(HandingOver::new(&self.handing_over));
                 }
                 any |= step.buckets > 0 || step.spent() > 0;
-                phase = current.after(step, &state.wheel, now);
-                // One share of the passes per millisecond, however often
-                // the visit yields and comes back within it.
-                match (current, phase) {
-                    (Phase::Due, Some(Phase::Background { left })) => {
-                        let left = match state.share {
-                            Some((ms, left)) if ms == now => left,
-                            _ => left,
-                        };
-                        phase = (left > 0).then_some(Phase::Background { left });
-                    }
-                    (Phase::Background { left }, _) => {
-                        state.share = Some((now, left.saturating_sub(step.spent())));
-                    }
-                    _ => {}
-                }
+                let ShardState { wheel, share, .. } = &mut *state;
+                phase = current.after(step, wheel, now, share);
                 shard.size.store(state.wheel.len(), Ordering::Relaxed);
                 // Shards with work take turns chunk by chunk.
                 worked |= step.spent() > 0;
