@@ -596,8 +596,8 @@ fn a_panicking_key_leaves_no_partial_watch() {
         panic_eq: true,
         ..touchy(9)
     };
-    // Last, after lists were joined; and first, whose hash is taken before
-    // the operation is locked (see `watch_or_complete`).
+    // Last, after lists were joined; and first, which
+    // `try_complete_else_watch` hashes on entry, before anything is locked.
     let cases = [bad_hash, bad_eq].into_iter().flat_map(|bad| {
         [
             vec![touchy(1), touchy(2), bad.clone()],
