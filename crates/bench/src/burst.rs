@@ -1,13 +1,8 @@
 //! Burst — N timer tasks sharing one absolute deadline, after a churn that
 //! scatters the timer's arena (W4 phase D's shape, on the timer alone).
 //!
-//! One `timer::Timer` on the real clock, tick 1 ms, with its `Reaper`
-//! running, in two rows: `timer` has Kafka's 20 buckets per level (the
-//! timer's default), `timer_wide` has [`WIDE_WHEEL_SIZE`]. A wheel's level 0
-//! spans `wheel_size` ms, and an entry reaches it no earlier than that before
-//! its deadline: the pass that moves a shared deadline's entries down has at
-//! most that long to do it before they are due. At 20 ms a million entries
-//! do not fit (see `docs/PERFORMANCE.md`); at 512 ms they do. Phases:
+//! One `timer::Timer` with the defaults (tick 1 ms, 20 buckets, the real
+//! clock) and its `Reaper` running. Phases:
 //!
 //! 1. **Churn.** `n` tasks with delays uniform in `[1, CHURN_MAX_DELAY_MS]`
 //!    ms by default (seeded); then a random half of them, in random order, is
@@ -54,15 +49,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 use timer::{Clock, Reaper, SystemClock, Timer, TimerBuilder, TimerTask};
 
-/// Implementation names: the timer with Kafka's 20 buckets per level, and
-/// with [`WIDE_WHEEL_SIZE`].
-pub const IMPLS: &[&str] = &["timer", "timer_wide"];
-
-/// Buckets per level of the `timer_wide` row: level 0 spans 512 ms.
-pub const WIDE_WHEEL_SIZE: usize = 512;
-
-/// Buckets per level of the `timer` row: Kafka's, and the timer's default.
-const KAFKA_WHEEL_SIZE: usize = 20;
+/// Implementation names.
+pub const IMPLS: &[&str] = &["timer"];
 
 /// Fields that get `_min`/`_max` companions when rounds are merged.
 pub const SPREAD: &[&str] = &["first_ms", "late_p99_ms"];
@@ -70,7 +58,6 @@ pub const SPREAD: &[&str] = &["first_ms", "late_p99_ms"];
 /// Table columns: `(heading, field)`.
 pub const COLUMNS: &[(&str, &str)] = &[
     ("impl", "impl"),
-    ("buckets", "wheel_size"),
     ("n", "n"),
     ("first ms", "first_ms"),
     ("p50 ms", "late_p50_ms"),
@@ -184,10 +171,6 @@ impl TimerTask for BurstTask {
 pub struct BurstResult {
     /// The parameters it ran with.
     pub params: BurstParams,
-    /// Implementation name (one of [`IMPLS`]).
-    pub impl_name: &'static str,
-    /// Buckets per level of the timer's wheel.
-    pub wheel_size: usize,
     /// Wall time of the churn phase (adds, cancels, expiries).
     pub churn: Duration,
     /// Churn tasks cancelled (a task that had already fired is not).
@@ -235,8 +218,7 @@ impl BurstResult {
             .map(|r| n as f64 / r * 1e3 + 5.0);
         Record::new()
             .with("workload", "burst")
-            .with("impl", self.impl_name)
-            .with("wheel_size", self.wheel_size)
+            .with("impl", "timer")
             .with("allocator", crate::ALLOCATOR)
             .with("n", n)
             .with("seed", self.params.seed)
@@ -283,21 +265,15 @@ pub fn run(
     progress: &mut Progress,
 ) -> Result<BurstResult, String> {
     match impl_name {
-        "timer" => run_timer("timer", KAFKA_WHEEL_SIZE, params, progress),
-        "timer_wide" => run_timer("timer_wide", WIDE_WHEEL_SIZE, params, progress),
+        "timer" => run_timer(params, progress),
         other => Err(format!(
             "unknown burst implementation {other:?} (expected one of {IMPLS:?})"
         )),
     }
 }
 
-/// The burst on this project's timer, with `wheel_size` buckets per level.
-fn run_timer(
-    impl_name: &'static str,
-    wheel_size: usize,
-    params: &BurstParams,
-    progress: &mut Progress,
-) -> Result<BurstResult, String> {
+/// The burst on this project's timer.
+fn run_timer(params: &BurstParams, progress: &mut Progress) -> Result<BurstResult, String> {
     let n = params.n;
     if u32::try_from(n.max(params.handover_min)).is_err() {
         return Err(format!("--n must be at most {}", u32::MAX));
@@ -308,7 +284,6 @@ fn run_timer(
     let clock: Arc<dyn Clock> = Arc::new(system);
     let timer: Arc<Timer<BurstTask>> = Arc::new(
         TimerBuilder::new()
-            .wheel_size(wheel_size)
             .shared_clock(clock.clone())
             .build()
             .map_err(|e| format!("cannot build the timer: {e}"))?,
@@ -400,8 +375,6 @@ fn run_timer(
     timer.shutdown();
     Ok(BurstResult {
         params: params.clone(),
-        impl_name,
-        wheel_size,
         churn,
         churn_cancelled,
         churn_fired: churn_rec.fired(),
@@ -525,31 +498,27 @@ mod tests {
             churn_max_delay_ms: 20,
             handover_min: 2_000,
         };
-        for (name, buckets) in [("timer", 20), ("timer_wide", WIDE_WHEEL_SIZE)] {
-            let r = run(name, &params, &mut Progress::quiet()).unwrap();
-            assert_eq!(r.lateness_us.len(), 2_000, "{:?}", r.to_record());
-            assert_eq!((r.early, r.double), (0, 0));
-            assert!(r.churn_cancelled > 0 && r.churn_cancelled <= 1_000);
-            assert_eq!(r.churn_fired + r.churn_cancelled, 2_000);
-            assert_eq!((r.standing, r.standing_cancelled), (2, 2));
-            assert!(r.handover_rate.is_some_and(|x| x > 0.0));
-            let rec = r.to_record();
-            for f in [
-                "workload",
-                "impl",
-                "first_ms",
-                "drain_ms",
-                "late_p99_ms",
-                "fired",
-                "early",
-            ] {
-                assert!(rec.get(f).is_some(), "missing {f}");
-            }
-            assert_eq!(rec.str("workload"), Some("burst"));
-            assert_eq!(rec.str("impl"), Some(name));
-            assert_eq!(rec.num("wheel_size"), Some(buckets as f64));
-            assert_eq!(targets(&[rec])[0].met, Some(true));
+        let r = run("timer", &params, &mut Progress::quiet()).unwrap();
+        assert_eq!(r.lateness_us.len(), 2_000, "{:?}", r.to_record());
+        assert_eq!((r.early, r.double), (0, 0));
+        assert!(r.churn_cancelled > 0 && r.churn_cancelled <= 1_000);
+        assert_eq!(r.churn_fired + r.churn_cancelled, 2_000);
+        assert_eq!((r.standing, r.standing_cancelled), (2, 2));
+        assert!(r.handover_rate.is_some_and(|x| x > 0.0));
+        let rec = r.to_record();
+        for f in [
+            "workload",
+            "impl",
+            "first_ms",
+            "drain_ms",
+            "late_p99_ms",
+            "fired",
+            "early",
+        ] {
+            assert!(rec.get(f).is_some(), "missing {f}");
         }
+        assert_eq!(rec.str("workload"), Some("burst"));
+        assert_eq!(targets(&[rec])[0].met, Some(true));
         assert!(run("nope", &params, &mut Progress::quiet()).is_err());
     }
 }

@@ -44,11 +44,10 @@ pub(crate) fn run(a: &BurstArgs) -> Result<(), String> {
             targets: burst::targets,
             annotate: |_| {},
             describe: format!(
-                "Burst: {} timer tasks sharing one deadline after a churn of as many (delays 1..={} ms, a random half cancelled in random order), seed {} (real clock, reaper running, tick 1 ms; `timer` with 20 buckets per level, `timer_wide` with {}); hand-over rate: the executor held at a gate while max(n, {}) expired tasks are handed to it, then tasks run per second once it opens",
+                "Burst: {} timer tasks sharing one deadline after a churn of as many (delays 1..={} ms, a random half cancelled in random order), seed {} (real clock, reaper running, tick 1 ms, 20 buckets); hand-over rate: the executor held at a gate while max(n, {}) expired tasks are handed to it, then tasks run per second once it opens",
                 params.n,
                 params.churn_max_delay_ms,
                 params.seed,
-                burst::WIDE_WHEEL_SIZE,
                 params.handover_min
             ),
         },

@@ -56,15 +56,6 @@ impl TimerBuilder {
     }
 
     /// Buckets per wheel level (at least 2).
-    ///
-    /// Level 0 spans `tick × wheel_size`, and an entry moves down into it
-    /// no earlier than that before its deadline: that is all the time the
-    /// reaper has to move a crowd of timeouts sharing one deadline, such as
-    /// every member's session timeout re-armed by a coordinator failover.
-    /// Kafka's 20 ms is too short for a million of them on a small machine;
-    /// 512 buckets (512 ms) let them fire on time (`purgatory-bench burst`,
-    /// whose `timer_wide` row uses 512). A level costs about 72 bytes per
-    /// bucket and shard, made when first needed.
     pub fn wheel_size(mut self, wheel_size: usize) -> Self {
         self.wheel_size = wheel_size;
         self
