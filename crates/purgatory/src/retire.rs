@@ -30,8 +30,17 @@
 //! * Each membership and timer handle of a retired operation is in exactly
 //!   one retired entry, and only the freeing of that entry frees it.
 //! * Between calls a stripe holds fewer than [`RETIRE_BATCH`] operations.
-//! * A stripe's lock and the unlinked queue's lock are leaves: held only to
-//!   push or take, with no other lock taken under them.
+//! * A stripe's batch is taken and freed in one hold of the stripe's lock.
+//!   So once [`RetireQueue::free_own`] has its stripe's lock, whatever the
+//!   calling thread retired earlier is free: still in the batch, which it
+//!   frees, or freed by a thread sharing the stripe, which it waited for.
+//!   That is what lets an operation be watched again as soon as `cancel`
+//!   returns, without a check of its old keys finding it there.
+//! * Lock order: a stripe's lock is taken only by these methods, called
+//!   with no watch-list or timer lock held; under it they take the
+//!   watch-list shards' locks, the timer's shard locks and the unlinked
+//!   queue's lock, none of which runs user code (everything freed here
+//!   holds the operation weakly). The unlinked queue's lock is a leaf.
 //!
 //! # Where the memory goes back
 //!
@@ -103,58 +112,12 @@ pub(crate) trait Unwatch<Op: DelayedOperation>: Send + Sync {
     fn unwatch_batch(&self, batch: &[Retired<Op>]);
 }
 
-/// One stripe: the operations its threads retired, and room to reuse.
+/// One stripe: the operations its threads retired, and room for the
+/// timer handles of the batch being freed, kept so that freeing a batch
+/// allocates nothing in a steady state.
 struct Stripe<Op: DelayedOperation> {
     batch: Vec<Retired<Op>>,
-    /// Room for the next batch and for its timer handles, emptied: the
-    /// vectors of the last batch freed, given back once it is freed, so
-    /// that taking a batch out of the stripe and freeing it allocates
-    /// nothing in a steady state. Empty (no room) while a thread sharing
-    /// the stripe frees a batch.
-    spare: Buffers<Op>,
-}
-
-/// The vectors a batch is freed with.
-struct Buffers<Op: DelayedOperation> {
-    batch: Vec<Retired<Op>>,
     handles: Vec<TimerHandle>,
-}
-
-impl<Op: DelayedOperation> Default for Buffers<Op> {
-    fn default() -> Self {
-        Buffers {
-            batch: Vec::new(),
-            handles: Vec::new(),
-        }
-    }
-}
-
-impl<Op: DelayedOperation> Stripe<Op> {
-    /// Takes the batch out, with the handles' room, leaving the spare
-    /// room (`room` more if there is none) for the next.
-    fn take(&mut self, room: usize) -> Buffers<Op> {
-        let mut spare = std::mem::take(&mut self.spare);
-        if spare.batch.capacity() == 0 {
-            spare.batch.reserve_exact(room);
-        }
-        let batch = std::mem::replace(&mut self.batch, spare.batch);
-        Buffers {
-            batch,
-            handles: spare.handles,
-        }
-    }
-
-    /// Keeps `used`'s room (emptied) as the spare, unless another batch's
-    /// room came back first; returns the room not kept, to be dropped
-    /// once the stripe is unlocked.
-    fn give_back(&mut self, used: Buffers<Op>) -> Buffers<Op> {
-        debug_assert!(used.batch.is_empty() && used.handles.is_empty());
-        if self.spare.batch.capacity() == 0 {
-            std::mem::replace(&mut self.spare, used)
-        } else {
-            used
-        }
-    }
 }
 
 type StripeLock<Op> = CachePadded<Mutex<Stripe<Op>>>;
@@ -183,7 +146,7 @@ impl<Op: DelayedOperation> RetireQueue<Op> {
                 .map(|_| {
                     CachePadded::new(Mutex::new(Stripe {
                         batch: Vec::new(),
-                        spare: Buffers::default(),
+                        handles: Vec::new(),
                     }))
                 })
                 .collect(),
@@ -200,52 +163,43 @@ impl<Op: DelayedOperation> RetireQueue<Op> {
         index: &dyn Unwatch<Op>,
         timer: &Timer<T>,
     ) {
-        let stripe = stripe::own(&self.stripes);
-        let full = {
-            let mut stripe = stripe.lock();
-            stripe.batch.push(retired);
-            if stripe.batch.len() < RETIRE_BATCH {
-                return;
-            }
+        let mut stripe = stripe::own(&self.stripes).lock();
+        if stripe.batch.capacity() == 0 {
             // A full batch's room at once, rather than doubling up to it.
-            stripe.take(RETIRE_BATCH)
-        };
-        self.free_and_give_back(stripe, full, index, timer);
+            stripe.batch.reserve_exact(RETIRE_BATCH);
+        }
+        stripe.batch.push(retired);
+        if stripe.batch.len() == RETIRE_BATCH {
+            self.free_stripe(&mut stripe, index, timer);
+        }
     }
 
-    /// Frees what this thread's stripe holds.
+    /// Frees what this thread's stripe holds: once it returns, every
+    /// operation this thread retired has left its watch lists and timer,
+    /// whichever thread sharing the stripe freed it (see the module
+    /// invariants).
     pub(crate) fn free_own<T: TimerTask>(&self, index: &dyn Unwatch<Op>, timer: &Timer<T>) {
-        let stripe = stripe::own(&self.stripes);
-        let batch = {
-            let mut stripe = stripe.lock();
-            if stripe.batch.is_empty() {
-                return;
-            }
-            stripe.take(0)
-        };
-        self.free_and_give_back(stripe, batch, index, timer);
+        let mut stripe = stripe::own(&self.stripes).lock();
+        self.free_stripe(&mut stripe, index, timer);
     }
 
-    /// Frees `buffers`' batch, taken out of `stripe`, and gives their room
-    /// back to it.
-    fn free_and_give_back<T: TimerTask>(
+    /// Frees `stripe`'s batch, its lock held; keeps the vectors' room.
+    fn free_stripe<T: TimerTask>(
         &self,
-        stripe: &StripeLock<Op>,
-        mut buffers: Buffers<Op>,
+        stripe: &mut Stripe<Op>,
         index: &dyn Unwatch<Op>,
         timer: &Timer<T>,
     ) {
-        self.free(&mut buffers.batch, &mut buffers.handles, index, timer);
+        let Stripe { batch, handles } = stripe;
+        self.free(batch, handles, index, timer);
         // What did not fit in the unlinked queue (usually nothing) goes
         // here, on the thread whose stripe allocated it.
-        buffers.batch.clear();
-        buffers.handles.clear();
-        let unkept = stripe.lock().give_back(buffers);
-        drop(unkept);
+        batch.clear();
+        handles.clear();
     }
 
     /// Frees what every stripe holds; then, if `let_go`, lets go of every
-    /// unlinked operation too.
+    /// unlinked operation too. Each stripe gives its room back.
     pub(crate) fn free_all<T: TimerTask>(
         &self,
         index: &dyn Unwatch<Op>,
@@ -253,8 +207,10 @@ impl<Op: DelayedOperation> RetireQueue<Op> {
         let_go: bool,
     ) {
         for stripe in self.stripes.iter() {
-            let mut batch = std::mem::take(&mut stripe.lock().batch);
-            self.free(&mut batch, &mut Vec::new(), index, timer);
+            let mut stripe = stripe.lock();
+            self.free_stripe(&mut stripe, index, timer);
+            stripe.batch = Vec::new();
+            stripe.handles = Vec::new();
         }
         if let_go {
             let all: Vec<_> = {
@@ -313,7 +269,7 @@ impl<Op: DelayedOperation> RetireQueue<Op> {
     /// unless this thread watches operations itself, queues its operations'
     /// last references for a watching thread, taking them out of `batch`
     /// (what does not fit stays). `handles` (empty) is room for the timer
-    /// handles.
+    /// handles. Called with the batch's stripe locked.
     fn free<T: TimerTask>(
         &self,
         batch: &mut Vec<Retired<Op>>,

@@ -1306,3 +1306,46 @@ fn stale_entries_of_an_operation_watched_again_are_not_seen() {
     p.purge();
     assert_eq!((p.watched(), p.delayed(), p.watched_keys()), (0, 0, 0));
 }
+
+/// The same from more threads than the purgatory has retire stripes, so
+/// that threads share one: another thread may be freeing the batch that
+/// holds this thread's cancelled operation when `cancel` frees its own
+/// stripe, and `cancel` must wait for it rather than return with the old
+/// slots still in place.
+#[test]
+fn stale_entries_stay_unseen_when_threads_share_a_retire_stripe() {
+    const THREADS: usize = 16;
+    const ROUNDS: usize = 1_500;
+    let (p, _clock) = manual();
+    let seen = AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let (p, seen) = (&p, &seen);
+            s.spawn(move || {
+                let [old, gone, new] = ["old", "gone", "new"].map(|k| key(&format!("{k}{t}")));
+                for i in 0..ROUNDS {
+                    let o = op(10_000);
+                    p.try_complete_else_watch(o.clone(), [old.clone(), gone.clone()])
+                        .unwrap();
+                    assert!(p.cancel(&o));
+                    p.try_complete_else_watch(o.clone(), [new.clone()]).unwrap();
+                    o.set_completable();
+                    let stale = if i % 2 == 0 {
+                        p.check_and_complete(&gone)
+                    } else {
+                        p.cancel_for_key(&gone).len()
+                    };
+                    seen.fetch_add(stale, Ordering::Relaxed);
+                    assert_eq!(p.check_and_complete(&new), 1);
+                }
+            });
+        }
+    });
+    assert_eq!(
+        seen.load(Ordering::Relaxed),
+        0,
+        "found through a key it left"
+    );
+    p.purge();
+    assert_eq!((p.watched(), p.delayed(), p.watched_keys()), (0, 0, 0));
+}
