@@ -41,7 +41,9 @@ pub enum Outcome {
     /// [`Purgatory::cancel`](crate::Purgatory::cancel) or a shutdown with
     /// [`ShutdownPolicy::Drop`](crate::ShutdownPolicy::Drop): no callback
     /// ran. A cancelled operation may be watched again; its outcome is then
-    /// that of its new stay.
+    /// that of its new stay. Also what a [`Completion`] resolves to when its
+    /// operation is dropped without having been watched (say, after a
+    /// watch refused with an error).
     Cancelled,
 }
 

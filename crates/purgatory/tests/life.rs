@@ -205,6 +205,37 @@ fn a_cancelled_operation_watched_again_starts_a_new_stay() {
     assert_eq!(o.completions(), 1);
 }
 
+/// Waiters of an operation dropped outside a stay (its watch refused, or
+/// never watched) are told it ended: `Cancelled`, no callback ran. Those of
+/// an operation still held keep waiting, since it may yet be watched.
+#[test]
+fn a_completion_resolves_when_its_operation_is_dropped_unwatched() {
+    let (p, _clock) = manual();
+    let never = op(1_000);
+    let never_c = never.completion();
+    let refused = op(1_000);
+    let refused_c = refused.completion();
+    assert_eq!(
+        p.try_complete_else_watch(refused.clone(), Vec::<Key>::new()),
+        Err(PurgatoryError::NoKeys)
+    );
+    let waiting = thread::spawn({
+        let c = refused_c.clone();
+        move || block_on(c)
+    });
+    assert_eq!(
+        ready_now(refused_c.clone()),
+        None,
+        "still held: may be watched"
+    );
+    drop(refused);
+    assert_eq!(waiting.join().unwrap(), Outcome::Cancelled);
+    assert_eq!(ready_now(refused_c), Some(Outcome::Cancelled));
+    drop(never);
+    assert_eq!(ready_now(never_c), Some(Outcome::Cancelled));
+    assert_eq!(p.stats().cancelled, 0, "not counted: it never was in here");
+}
+
 /// Each stay of an operation watched again after a cancel has its own
 /// timeout: an earlier stay's deadline passing does not expire a later
 /// stay, which expires at its own deadline, once.

@@ -289,6 +289,17 @@ impl<Op: DelayedOperation> Drop for Shared<Op> {
         // An owner still set would mean the owner's reference was given
         // back twice (or never taken): the count is wrong.
         debug_assert!(self.links().owner.is_none(), "dropped while owned");
+        // Waiters still here wait for a stay that never began (the
+        // operation was never watched, or its watch was refused): it ends
+        // now, with no callback run, and nobody else is left to tell them.
+        let signal = self
+            .links()
+            .side
+            .as_mut()
+            .and_then(|side| side.signal.take());
+        if let Some(signal) = signal {
+            signal.resolve(Outcome::Cancelled);
+        }
     }
 }
 
@@ -352,6 +363,11 @@ impl<Op: DelayedOperation> Operation<Op> {
     /// operation has released its locks, after `on_complete` (and
     /// `on_expiration`) ran. The first call allocates the operation's list
     /// of waiters; an operation nobody awaits pays nothing.
+    ///
+    /// If the operation is dropped outside a stay (never watched, or its
+    /// watch refused with an error), the future resolves to
+    /// [`Outcome::Cancelled`]: it can no longer be watched, and no callback
+    /// ran.
     pub fn completion(&self) -> Completion {
         if let Some(outcome) = self.outcome() {
             return Completion::ready(outcome);
