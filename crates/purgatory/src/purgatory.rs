@@ -260,12 +260,13 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
             if shared.is_watched() {
                 return Err((PurgatoryError::AlreadyWatched, None));
             }
-            if shared.try_complete_guarded(name) {
-                // Not watched yet: it leaves no list, and no owner counts it.
+            // A try may force its own completion (Kafka's habit): then it
+            // has completed whatever it answers, and `finish` finds it done.
+            if shared.try_complete_guarded(name) || shared.is_completed() {
+                // Not watched yet: it leaves no list, and no owner counts
+                // it, so it is counted here, once, however it completed.
                 let released = shared.finish(Outcome::Completed);
-                if released.is_some() {
-                    self.home.count(Outcome::Completed);
-                }
+                self.home.count(Outcome::Completed);
                 return Ok((true, released));
             }
             let timeout =
@@ -298,7 +299,8 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
                 let released = self.apply_shutdown_policy(shared);
                 return Err((PurgatoryError::Shutdown, released));
             }
-            if shared.try_complete_guarded(name) {
+            // Counted by the owner when it leaves, by `finish` or the force.
+            if shared.try_complete_guarded(name) || shared.is_completed() {
                 return Ok((true, shared.finish(Outcome::Completed)));
             }
             (epoch, timeout)

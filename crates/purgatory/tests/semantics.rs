@@ -987,6 +987,72 @@ fn callbacks_may_call_back_into_the_purgatory() {
     assert_eq!((p.watched(), p.delayed()), (0, 0));
 }
 
+/// Completes itself from inside `try_complete` on its `force_on`-th try
+/// (Kafka's `tryComplete` calls `forceComplete()`), then answers `answer`.
+struct SelfForcing {
+    me: Mutex<Option<Operation<SelfForcing>>>,
+    force_on: usize,
+    answer: bool,
+    tries: AtomicUsize,
+    completions: AtomicUsize,
+}
+
+impl DelayedOperation for SelfForcing {
+    fn timeout(&self) -> Duration {
+        Duration::from_secs(30)
+    }
+    fn try_complete(&self) -> bool {
+        if self.tries.fetch_add(1, Ordering::SeqCst) + 1 != self.force_on {
+            return false;
+        }
+        let me = self.me.lock().unwrap().take().expect("forced once");
+        assert!(me.force_complete());
+        self.answer
+    }
+    fn on_complete(&self) {
+        self.completions.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// A try that forces its own completion completes the operation in the
+/// call that tried it, whatever it answers: `try_complete_else_watch`
+/// returns `Ok(true)` (first or second try), `check_and_complete` counts
+/// it, and the purgatory counts one completion, watching nothing after.
+#[test]
+fn a_try_that_forces_its_own_completion_completes_in_that_call() {
+    for force_on in 1..=3 {
+        for answer in [false, true] {
+            let case = format!("forced on try {force_on}, answering {answer}");
+            let p: Purgatory<u8, SelfForcing> = Purgatory::builder("self-forcing")
+                .clock(ManualClock::new())
+                .reaper(false)
+                .build()
+                .unwrap();
+            let o = Operation::new(SelfForcing {
+                me: Mutex::new(None),
+                force_on,
+                answer,
+                tries: AtomicUsize::new(0),
+                completions: AtomicUsize::new(0),
+            });
+            *o.me.lock().unwrap() = Some(o.clone());
+            let watched = p.try_complete_else_watch(o.clone(), [1, 2]);
+            if force_on <= 2 {
+                assert_eq!(watched, Ok(true), "{case}");
+            } else {
+                assert_eq!(watched, Ok(false), "{case}");
+                assert_eq!(p.check_and_complete(&2), 1, "{case}");
+            }
+            assert!(o.is_completed(), "{case}");
+            assert_eq!(o.completions.load(Ordering::SeqCst), 1, "{case}");
+            assert_eq!(p.stats().completed, 1, "{case}");
+            assert_eq!((p.watched(), p.delayed()), (0, 0), "{case}");
+            p.purge();
+            assert_eq!(p.watched_keys(), 0, "{case}");
+        }
+    }
+}
+
 // ------------------------------------------------------------ races
 
 /// One operation per round, raced by threads checking each of its keys,

@@ -85,8 +85,10 @@ pub trait DelayedOperation: Send + Sync + 'static {
 
     /// Whether the operation can complete now. Called with the operation's
     /// lock held, never concurrently with itself or with `on_complete`.
-    /// Return `true` to complete it (the purgatory owns the completed flag; do
-    /// not complete from inside). A panic counts as `false`.
+    /// Return `true` to complete it: the purgatory owns the completed flag,
+    /// so there is no need to complete from inside. One that does (Kafka's
+    /// `tryComplete` calls `forceComplete()`) has completed in the call
+    /// that tried it, whatever it returns. A panic counts as `false`.
     fn try_complete(&self) -> bool;
 
     /// Runs exactly once, however the operation finishes (condition met,

@@ -214,9 +214,10 @@ impl<Op: DelayedOperation> Shared<Op> {
         if !self.is_pending() {
             return (false, None);
         }
-        // Counted when `try_complete` says yes, even if it completed the
-        // operation itself (by force).
-        if self.try_complete_guarded(purgatory) {
+        // Counted when `try_complete` says yes, or completed the operation
+        // itself (by force) whatever it said: it was pending, and the lock
+        // held since, so this call completed it.
+        if self.try_complete_guarded(purgatory) || self.is_completed() {
             (true, self.finish(Outcome::Completed))
         } else {
             (false, None)
