@@ -848,6 +848,40 @@ fn panicking_on_complete_still_completes_and_unwatches() {
     assert!(!bad.force_complete());
 }
 
+/// A callback panicking with a payload that panics again when dropped:
+/// the purgatory drops the payload without that second panic escaping.
+#[test]
+fn a_panic_payload_that_panics_on_drop_stays_contained() {
+    struct PanicsOnDrop;
+    impl Drop for PanicsOnDrop {
+        fn drop(&mut self) {
+            panic!("payload dropped");
+        }
+    }
+    struct Bad;
+    impl DelayedOperation for Bad {
+        fn timeout(&self) -> Duration {
+            Duration::from_secs(30)
+        }
+        fn try_complete(&self) -> bool {
+            std::panic::panic_any(PanicsOnDrop)
+        }
+        fn on_complete(&self) {
+            std::panic::panic_any(PanicsOnDrop)
+        }
+    }
+    let p: Purgatory<u8, Bad> = Purgatory::builder("payloads")
+        .clock(ManualClock::new())
+        .reaper(false)
+        .build()
+        .unwrap();
+    let o = Operation::new(Bad);
+    assert_eq!(p.try_complete_else_watch(o.clone(), [1]), Ok(false));
+    assert_eq!(p.check_and_complete(&1), 0);
+    assert!(o.force_complete());
+    assert_eq!((p.watched(), p.delayed()), (0, 0));
+}
+
 /// A panicking expiration neither stops the real reaper nor loses the
 /// other operations (the second test that really waits).
 #[test]

@@ -102,6 +102,7 @@ mod delay_queue;
 mod entries;
 mod error;
 mod executor;
+mod panics;
 mod prefetch;
 mod reaper;
 mod spin_lock;
@@ -118,10 +119,12 @@ pub use timer::{Timer, TimerBuilder, TimerTask};
 pub use wheel::{Insertion, TimingWheel, MAX_DEADLINE_MS, MAX_TICK_MS, MAX_WHEEL_SIZE};
 
 /// Not API: what the `purgatory` crate borrows from this one (a spinning
-/// lock, a per-thread index and a prefetch hint). It may change or go in any
+/// lock, a per-thread index, a prefetch hint, and the handling of caught
+/// panics). It may change or go in any
 /// release; nothing outside this workspace should use it.
 #[doc(hidden)]
 pub mod internal {
+    pub use crate::panics::{discard_panic, panic_message};
     pub use crate::prefetch::{prefetch, prefetch_addr};
     pub use crate::spin_lock::lock_spinning;
     pub use crate::thread_index::thread_index;

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
-use crate::executor::panic_message;
+use crate::panics::{discard_panic, panic_message};
 use crate::{Timer, TimerTask};
 
 /// A running expiration reaper; stops and joins its thread on
@@ -87,6 +87,7 @@ impl Reaper {
                             thread::current().name().unwrap_or("reaper"),
                             panic_message(&*panic)
                         );
+                        discard_panic(panic);
                     }
                 }
             })?

@@ -360,6 +360,28 @@ fn a_panicking_task_does_not_stop_the_executor() {
     assert_eq!(rx.try_recv(), Ok("still running"));
 }
 
+/// A panic whose payload panics again when dropped: the executor drops
+/// the payload it caught without letting that second panic end it.
+#[test]
+fn a_panic_payload_that_panics_on_drop_does_not_stop_the_executor() {
+    struct PanicsOnDrop;
+    impl Drop for PanicsOnDrop {
+        fn drop(&mut self) {
+            panic!("payload dropped");
+        }
+    }
+    let clock = ManualClock::new();
+    let timer = manual_timer(&clock, 20);
+    let (tx, rx) = mpsc::channel();
+    let boom: Task = Box::new(|| std::panic::panic_any(PanicsOnDrop));
+    timer.add(Duration::from_millis(1), boom).unwrap();
+    let after: Task = Box::new(move || tx.send("still running").unwrap());
+    timer.add(Duration::from_millis(2), after).unwrap();
+    advance_to(&timer, &clock, 2);
+    assert_eq!(rx.try_recv(), Ok("still running"));
+    assert!(timer.add(Duration::ZERO, Box::new(|| {})).is_ok());
+}
+
 #[test]
 fn a_slow_task_does_not_stall_the_clock() {
     let clock = ManualClock::new();

@@ -29,6 +29,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::NonNull;
 use std::sync::{Arc, Weak};
 
+use timer::internal::{discard_panic, panic_message};
 use timer::TimerTask;
 
 use crate::operation::{DelayedOperation, Operation, OwnerRef, Shared};
@@ -54,12 +55,9 @@ pub(crate) fn guarded<R>(purgatory: &str, what: &str, f: impl FnOnce() -> R) -> 
     match result {
         Ok(r) => Some(r),
         Err(panic) => {
-            let msg = panic
-                .downcast_ref::<&str>()
-                .copied()
-                .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
-                .unwrap_or("<non-string panic payload>");
+            let msg = panic_message(&*panic);
             log::error!("purgatory {purgatory}: {what} panicked: {msg}");
+            discard_panic(panic);
             None
         }
     }
@@ -93,8 +91,9 @@ pub(crate) fn let_go_all<T: 'static, const N: usize>(values: &mut StackBuf<T, N>
     // A `clear` interrupted by a panicking `Drop` leaves the values after it
     // in the buffer: clear again until every one is dropped.
     let mut panicked = false;
-    while catch_unwind(AssertUnwindSafe(|| values.clear())).is_err() {
+    while let Err(panic) = catch_unwind(AssertUnwindSafe(|| values.clear())) {
         panicked = true;
+        discard_panic(panic);
     }
     if panicked {
         log::error!("purgatory: an operation's Drop panicked");
@@ -124,8 +123,9 @@ fn flush_held() {
 
 /// Drops `value`, catching and logging a panic in a user `Drop`.
 fn drop_logged<T>(value: T) {
-    if catch_unwind(AssertUnwindSafe(move || drop(value))).is_err() {
+    if let Err(panic) = catch_unwind(AssertUnwindSafe(move || drop(value))) {
         log::error!("purgatory: an operation's Drop panicked");
+        discard_panic(panic);
     }
 }
 

@@ -28,7 +28,6 @@
 //! whatever the backlog, and [`Executor::release_held`] (the reaper's stop)
 //! or [`Executor::close`] end it at once.
 
-use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
@@ -37,6 +36,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
+use crate::panics::{discard_panic, panic_message};
 use crate::TimerTask;
 
 enum Job<T> {
@@ -352,17 +352,7 @@ fn run_task<T: TimerTask>(timer_name: &str, task: T) {
             "timer {timer_name}: an expired task panicked: {}",
             panic_message(&*panic)
         );
-    }
-}
-
-/// The message of a panic payload, for logging.
-pub(crate) fn panic_message(panic: &(dyn Any + Send)) -> &str {
-    if let Some(s) = panic.downcast_ref::<&str>() {
-        s
-    } else if let Some(s) = panic.downcast_ref::<String>() {
-        s
-    } else {
-        "<non-string panic payload>"
+        discard_panic(panic);
     }
 }
 
