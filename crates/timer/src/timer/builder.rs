@@ -119,6 +119,7 @@ impl TimerBuilder {
                     state: Mutex::new(ShardState {
                         wheel,
                         armed: u64::MAX,
+                        queued: Vec::new(),
                         share: None,
                     }),
                     size: AtomicUsize::new(0),

@@ -197,8 +197,7 @@ impl<T: TimerTask> Timer<T> {
             Insertion::Scheduled(handle) => {
                 shard.size.store(state.wheel.len(), Ordering::Relaxed);
                 if let Some(due) = state.wheel.take_earliest_offered() {
-                    if due < state.armed {
-                        state.armed = due;
+                    if due < state.armed && state.arm(due) {
                         self.queue.offer(due, index);
                     }
                 }
@@ -327,6 +326,7 @@ impl<T: TimerTask> Timer<T> {
             let mut state = shard.state.lock();
             pending.append(&mut state.wheel.drain());
             state.armed = u64::MAX;
+            state.queued.clear();
             shard.size.store(0, Ordering::Relaxed);
         }
         // A visit that took a chunk out of a shard before the flag was set

@@ -48,10 +48,35 @@ pub(super) struct ShardState<T> {
     /// Due time of this shard's latest wake-up in the timer's queue (no later
     /// than its earliest queued bucket), or `u64::MAX` when none is needed.
     pub(super) armed: u64,
+    /// Due times of this shard's wake-ups in the timer's queue: `armed`,
+    /// and those an add made stale by arming the shard sooner (the queue
+    /// cannot take an item out). A re-arm for a time already queued queues
+    /// nothing, so that stale wake-ups do not pile up at one time.
+    pub(super) queued: Vec<u64>,
     /// The share of background passes left for one millisecond of the clock
     /// `(ms, entries)`: a visit that yields to another shard and comes back
     /// within that millisecond resumes it rather than starting a new one.
     pub(super) share: Option<(u64, usize)>,
+}
+
+impl<T> ShardState<T> {
+    /// Arms the shard for `due`; returns whether the timer's queue needs a
+    /// wake-up for it (none is queued for that time yet).
+    pub(super) fn arm(&mut self, due: u64) -> bool {
+        self.armed = due;
+        if due == u64::MAX || self.queued.contains(&due) {
+            return false;
+        }
+        self.queued.push(due);
+        true
+    }
+
+    /// Notes that the wake-up due at `due` has left the timer's queue.
+    pub(super) fn unqueue(&mut self, due: u64) {
+        if let Some(at) = self.queued.iter().position(|&q| q == due) {
+            self.queued.swap_remove(at);
+        }
+    }
 }
 
 impl<T: TimerTask> Timer<T> {

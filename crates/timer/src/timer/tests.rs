@@ -362,3 +362,39 @@ fn shards_taking_turns_do_one_share_of_their_passes_per_millisecond() {
     assert_eq!(moved, [n, n]);
     timer.shutdown();
 }
+
+/// An add that makes a shard due sooner queues a second wake-up and cannot
+/// take the first out of the queue: that one is stale when it comes due,
+/// and is dropped then, not re-armed. Re-arming from it kept every such
+/// wake-up alive, one more visit per tick for each: a timer that had seen
+/// N of these adds visited its shard N times per tick for ever.
+#[test]
+fn stale_wake_ups_die_when_due_and_do_not_pile_up() {
+    let clock = ManualClock::new();
+    let timer: Timer = TimerBuilder::new()
+        .clock(clock.clone())
+        .shards(1)
+        .build()
+        .expect("valid configuration");
+    let (fired, rx) = mpsc::channel();
+    // Keeps the shard armed for its far bucket throughout.
+    timer
+        .add(Duration::from_millis(10_000), Box::new(|| {}))
+        .unwrap();
+    for ms in 1..=1_000u64 {
+        let fired = fired.clone();
+        let task: Box<dyn FnOnce() + Send> = Box::new(move || fired.send(ms).unwrap());
+        timer.add(Duration::from_millis(1), task).unwrap();
+        clock.set_ms(ms);
+        timer.advance_clock(Duration::ZERO);
+        assert!(
+            timer.queue.len() <= 3,
+            "at {ms} ms: {} wake-ups queued for one shard",
+            timer.queue.len()
+        );
+    }
+    timer.wait_for_executor();
+    assert_eq!(rx.try_iter().count(), 1_000, "every task fired");
+    assert_eq!(timer.len(), 1);
+    timer.shutdown();
+}

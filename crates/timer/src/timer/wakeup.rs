@@ -158,17 +158,25 @@ impl<T: TimerTask> Timer<T> {
                 due,
                 index,
             };
-            any |= self.advance_shard(index);
+            any |= self.advance_shard(index, due);
             // The visit re-armed the shard's wake-up.
             std::mem::forget(wake_up);
         }
         any
     }
 
-    /// Visits shard `index`: expires what is due in chunks of at most
-    /// [`FLUSH_CHUNK`] moved entries per hold of its lock, handing each
-    /// chunk's tasks to the executor, then re-arms the shard's wake-up.
-    /// Returns whether any bucket was due.
+    /// Visits shard `index` for its wake-up due at `due`: expires what is
+    /// due in chunks of at most [`FLUSH_CHUNK`] moved entries per hold of its
+    /// lock, handing each chunk's tasks to the executor, then re-arms the
+    /// shard's wake-up. Returns whether any bucket was due.
+    ///
+    /// A wake-up the shard is no longer armed for is stale and ends the
+    /// visit at once, re-arming nothing: an add that made the shard due
+    /// sooner queued another without taking this one out (the queue cannot),
+    /// and re-arming from every stale wake-up would keep each of them alive
+    /// for ever, one more visit per tick for every such add. (A re-arm for
+    /// a time whose wake-up is still queued queues no other: see
+    /// `ShardState::queued`.)
     ///
     /// Each chunk reads the clock afresh, so buckets that come due during a
     /// long flush are seen, and goes no further than the next other shard's
@@ -177,7 +185,7 @@ impl<T: TimerTask> Timer<T> {
     /// one go: a long burst of cascading would keep this thread busy for
     /// milliseconds, and on a machine whose scheduler packs threads onto one
     /// CPU the executor would wait behind it.
-    fn advance_shard(&self, index: usize) -> bool {
+    fn advance_shard(&self, index: usize, due: u64) -> bool {
         let shard = &self.shards[index];
         let mut any = false;
         let mut phase = Some(Phase::Due);
@@ -185,6 +193,7 @@ impl<T: TimerTask> Timer<T> {
         // shard only then, so two shards that keep yielding to each other
         // still make progress.
         let mut worked = false;
+        let mut first = true;
         while let Some(current) = phase {
             let now = self.clock.now_ms();
             let until = self
@@ -197,6 +206,16 @@ impl<T: TimerTask> Timer<T> {
             {
                 let mut state = shard.lock_for_advance();
                 if self.shut_down.load(Ordering::Acquire) {
+                    return any;
+                }
+                if first {
+                    state.unqueue(due);
+                    first = false;
+                }
+                // Stale (see above). Between chunks an add may re-arm the
+                // shard sooner too: the wake-up it queued, due already, then
+                // takes over the visit.
+                if state.armed != due {
                     return any;
                 }
                 let step = current.step(&mut state.wheel, until, &mut expired);
@@ -246,9 +265,9 @@ impl<T: TimerTask> Timer<T> {
     /// Queues shard `index`'s next wake-up (see [`next_wakeup`]).
     fn rearm(&self, index: usize, state: &mut ShardState<T>, now: u64, yielded: bool) {
         state.wheel.take_earliest_offered();
-        state.armed = next_wakeup(&state.wheel, now, self.tick_ms, yielded).unwrap_or(u64::MAX);
-        if state.armed != u64::MAX {
-            self.queue.offer(state.armed, index);
+        let due = next_wakeup(&state.wheel, now, self.tick_ms, yielded).unwrap_or(u64::MAX);
+        if state.arm(due) {
+            self.queue.offer(due, index);
         }
     }
 
