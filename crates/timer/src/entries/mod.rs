@@ -26,8 +26,11 @@
 //!   in address order, its walk streams.
 //! - A slot's `generation` changes every time the slot is freed, so a
 //!   [`TimerHandle`] taken before the free no longer matches: stale handles
-//!   are detected, never aliased (a generation would have to wrap around
-//!   2^26 frees of one slot between two uses of a handle to be fooled).
+//!   are detected, never aliased. Generations never wrap: a slot freed for
+//!   the 2^26 - 1st time is *retired* (vacant, its deadline [`RETIRED`],
+//!   never listed nor swept) until the arena gives its memory back. A hot
+//!   slot reused by an add and a cancel every 60 ns gets there in about
+//!   4 s; retiring costs one slot each time.
 //! - A handle's generation carries, in its top [`SHARD_BITS`] bits, the tag
 //!   of the arena that issued it, so that a sharded owner can route the
 //!   handle back.
@@ -66,6 +69,10 @@ pub(crate) const VACANT: u32 = (1 << STATE_BITS) - 1;
 /// State of an occupied slot that is not linked into any bucket (between
 /// allocation and linking, or while being moved).
 pub(crate) const UNLINKED: u32 = VACANT - 1;
+
+/// The `deadline` of a retired slot (see the module invariants): above
+/// every sweep epoch.
+const RETIRED: u64 = u64::MAX;
 
 /// A large arena that has been at least half full leaves its vacant slots
 /// to the sweep once no more than one slot in this many is occupied.
@@ -398,11 +405,23 @@ impl<T> Entries<T> {
         let slot = &mut self.slots[index as usize];
         assert!(slot.state() != VACANT, "removing a vacant timer entry");
         debug_assert_eq!(slot.state(), UNLINKED, "entry still linked in a bucket");
-        let generation = slot.generation().wrapping_add(1) & GENERATION_MASK;
+        debug_assert!(
+            slot.generation() < GENERATION_MASK,
+            "a retired slot was reused"
+        );
+        let generation = slot.generation() + 1;
         slot.meta = generation | (VACANT << GENERATION_BITS);
-        slot.deadline = self.epoch;
-        slot.pos = self.free_head;
-        self.free_head = index;
+        if generation == GENERATION_MASK {
+            // Its last generation: reused, the slot would start over at 0,
+            // and a handle kept since then would match again. Retired
+            // instead: never listed, and passed over by the sweep (its
+            // deadline is no epoch).
+            slot.deadline = RETIRED;
+        } else {
+            slot.deadline = self.epoch;
+            slot.pos = self.free_head;
+            self.free_head = index;
+        }
         self.len -= 1;
         // SAFETY: the slot was occupied (checked above: not VACANT),
         // and by the module invariant an occupied slot holds an initialised

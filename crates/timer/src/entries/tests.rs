@@ -63,24 +63,35 @@ fn a_handle_is_three_words_of_32_bits() {
     assert_eq!(std::mem::size_of::<TimerHandle>(), 12);
 }
 
+/// A slot is not reused past its last generation, where the next would
+/// wrap to 0: a handle from its first use would match again. It is retired
+/// instead, left off the free list and passed over by the sweep.
 #[test]
-fn generations_wrap_within_their_bits() {
+fn a_slot_is_retired_at_its_last_generation_rather_than_wrapping() {
     let mut entries = Entries::new();
     entries.set_shard(MAX_SHARDS - 1);
     let i = entries.insert(0, ());
-    entries.slots[i as usize].meta = GENERATION_MASK | (UNLINKED << GENERATION_BITS);
-    let h = entries.handle(i);
-    entries.slot_mut(i).set_state(UNLINKED);
+    let first = entries.handle(i);
+    // One generation short of the last: this free retires the slot.
+    entries.slots[i as usize].meta = (GENERATION_MASK - 1) | (UNLINKED << GENERATION_BITS);
+    let last = entries.handle(i);
     entries.remove(i);
+    assert_eq!(entries.resolve(last), None);
     let j = entries.insert(0, ());
-    assert_eq!(i, j);
+    assert_ne!(i, j, "retired, not handed out again");
+    assert_eq!(entries.resolve(first), None);
     assert_eq!(
-        entries.slots[j as usize].generation(),
-        0,
-        "wrapped, shard bits untouched"
+        entries.handle(j).shard(),
+        MAX_SHARDS - 1,
+        "shard bits untouched"
     );
-    assert_eq!(entries.resolve(h), None);
-    assert_eq!(entries.handle(j).shard(), MAX_SHARDS - 1);
+    // The sweep passes over it too.
+    entries.remove(j);
+    entries.start_sweep();
+    assert_eq!(entries.insert(0, ()), j);
+    let k = entries.insert(0, ());
+    assert!(k != i && k != j);
+    assert_eq!(entries.resolve(first), None);
 }
 
 #[test]
