@@ -28,9 +28,9 @@
 //!   [`TimerHandle`] taken before the free no longer matches: stale handles
 //!   are detected, never aliased. Generations never wrap: a slot freed for
 //!   the 2^26 - 1st time is *retired* (vacant, its deadline [`RETIRED`],
-//!   never listed nor swept) until the arena gives its memory back. A hot
-//!   slot reused by an add and a cancel every 60 ns gets there in about
-//!   4 s; retiring costs one slot each time.
+//!   never listed nor swept) until the arena gives its memory back. The
+//!   free list is LIFO, so one hot slot can get there within seconds of
+//!   adds and cancels; retiring costs one slot each time.
 //! - A handle's generation carries, in its top [`SHARD_BITS`] bits, the tag
 //!   of the arena that issued it, so that a sharded owner can route the
 //!   handle back.

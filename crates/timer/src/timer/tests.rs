@@ -365,9 +365,9 @@ fn shards_taking_turns_do_one_share_of_their_passes_per_millisecond() {
 
 /// An add that makes a shard due sooner queues a second wake-up and cannot
 /// take the first out of the queue: that one is stale when it comes due,
-/// and is dropped then, not re-armed. Re-arming from it kept every such
-/// wake-up alive, one more visit per tick for each: a timer that had seen
-/// N of these adds visited its shard N times per tick for ever.
+/// and is dropped then, not re-armed, and a re-arm for a time already
+/// queued queues nothing. Otherwise every such add would leave one more
+/// wake-up, and one more visit per tick, for as long as the timer runs.
 #[test]
 fn stale_wake_ups_die_when_due_and_do_not_pile_up() {
     let clock = ManualClock::new();
