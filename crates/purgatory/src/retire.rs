@@ -37,7 +37,8 @@
 //!   That is what lets an operation be watched again as soon as `cancel`
 //!   returns, without a check of its old keys finding it there.
 //! * Lock order: a stripe's lock is taken only by these methods, called
-//!   with no watch-list or timer lock held; under it they take the
+//!   with no watch-list or timer lock held (an operation's lock may be:
+//!   an operation retires as it leaves); under it they take the
 //!   watch-list shards' locks, the timer's shard locks and the unlinked
 //!   queue's lock, none of which runs user code (everything freed here
 //!   holds the operation weakly). The unlinked queue's lock is a leaf.

@@ -219,9 +219,10 @@ fn a_completion_resolves_when_its_operation_is_dropped_unwatched() {
         p.try_complete_else_watch(refused.clone(), Vec::<Key>::new()),
         Err(PurgatoryError::NoKeys)
     );
-    let waiting = thread::spawn({
+    let (tx, rx) = std::sync::mpsc::channel();
+    thread::spawn({
         let c = refused_c.clone();
-        move || block_on(c)
+        move || tx.send(block_on(c))
     });
     assert_eq!(
         ready_now(refused_c.clone()),
@@ -229,7 +230,7 @@ fn a_completion_resolves_when_its_operation_is_dropped_unwatched() {
         "still held: may be watched"
     );
     drop(refused);
-    assert_eq!(waiting.join().unwrap(), Outcome::Cancelled);
+    assert_eq!(rx.recv_timeout(PATIENCE), Ok(Outcome::Cancelled), "woken");
     assert_eq!(ready_now(refused_c), Some(Outcome::Cancelled));
     drop(never);
     assert_eq!(ready_now(never_c), Some(Outcome::Cancelled));

@@ -288,17 +288,16 @@ impl<Op: DelayedOperation> Drop for Shared<Op> {
         // Released first, so that a failed assertion below does not leak a
         // shared lock's reference.
         unsafe { self.lock.release(self.lock_kind) }
-        // An owner still set would mean the owner's reference was given
-        // back twice (or never taken): the count is wrong.
-        debug_assert!(self.links().owner.is_none(), "dropped while owned");
-        // Waiters still here wait for a stay that never began (the
-        // operation was never watched, or its watch was refused): it ends
-        // now, with no callback run, and nobody else is left to tell them.
-        let signal = self
-            .links()
-            .side
-            .as_mut()
-            .and_then(|side| side.signal.take());
+        let signal = {
+            let mut links = self.links();
+            // An owner still set would mean the owner's reference was given
+            // back twice (or never taken): the count is wrong.
+            debug_assert!(links.owner.is_none(), "dropped while owned");
+            // Waiters still here wait for a stay that never began (never
+            // watched, or its watch refused): it ends now, with no callback
+            // run, and nobody else is left to tell them.
+            links.side.as_mut().and_then(|side| side.signal.take())
+        };
         if let Some(signal) = signal {
             signal.resolve(Outcome::Cancelled);
         }

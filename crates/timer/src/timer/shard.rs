@@ -51,7 +51,9 @@ pub(super) struct ShardState<T> {
     /// Due times of this shard's wake-ups in the timer's queue: `armed`,
     /// and those an add made stale by arming the shard sooner (the queue
     /// cannot take an item out). A re-arm for a time already queued queues
-    /// nothing, so that stale wake-ups do not pile up at one time.
+    /// nothing, so that stale wake-ups do not pile up at one time. The
+    /// wake-up a visit took stays listed until the visit re-arms, since a
+    /// visit that unwinds puts it back.
     pub(super) queued: Vec<u64>,
     /// The share of background passes left for one millisecond of the clock
     /// `(ms, entries)`: a visit that yields to another shard and comes back

@@ -159,7 +159,7 @@ impl<T: TimerTask> Timer<T> {
                 index,
             };
             any |= self.advance_shard(index, due);
-            // The visit re-armed the shard's wake-up.
+            // The visit re-armed the shard's wake-up, or found it stale.
             std::mem::forget(wake_up);
         }
         any
@@ -193,7 +193,6 @@ impl<T: TimerTask> Timer<T> {
         // shard only then, so two shards that keep yielding to each other
         // still make progress.
         let mut worked = false;
-        let mut first = true;
         while let Some(current) = phase {
             let now = self.clock.now_ms();
             let until = self
@@ -208,14 +207,11 @@ impl<T: TimerTask> Timer<T> {
                 if self.shut_down.load(Ordering::Acquire) {
                     return any;
                 }
-                if first {
-                    state.unqueue(due);
-                    first = false;
-                }
                 // Stale (see above). Between chunks an add may re-arm the
                 // shard sooner too: the wake-up it queued, due already, then
                 // takes over the visit.
                 if state.armed != due {
+                    state.unqueue(due);
                     return any;
                 }
                 let step = current.step(&mut state.wheel, until, &mut expired);
@@ -234,6 +230,9 @@ impl<T: TimerTask> Timer<T> {
                 worked |= step.spent() > 0;
                 let yielded = phase.is_some() && worked && self.another_shard_is_due(now);
                 if phase.is_none() || yielded {
+                    // Left the queue for good only now: a visit that
+                    // unwinds before puts it back (`TakenWakeUp`).
+                    state.unqueue(due);
                     self.rearm(index, &mut state, now, yielded);
                     phase = None;
                 }
