@@ -17,10 +17,13 @@
 //!   one empty pointer.
 
 use std::future::Future;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
+
+use timer::internal::{discard_panic, panic_message};
 
 use crate::sync::{AtomicU8, Mutex, Ordering};
 
@@ -183,11 +186,18 @@ impl Signal {
     }
 
     /// Records `outcome` and wakes every waiter. Called once per signal.
+    ///
+    /// A waker is an executor's code: one that panics is logged, and the
+    /// waiters after it are still woken (a panic reaching the caller would
+    /// leave them asleep for good, as the list is already taken).
     pub(crate) fn resolve(&self, outcome: Outcome) {
         self.outcome.store(outcome.bits(), Ordering::Release);
         let wakers = std::mem::take(&mut *self.wakers.lock());
         for waker in wakers {
-            waker.wake();
+            if let Err(panic) = catch_unwind(AssertUnwindSafe(move || waker.wake())) {
+                log::error!("purgatory: a waker panicked: {}", panic_message(&*panic));
+                discard_panic(panic);
+            }
         }
     }
 

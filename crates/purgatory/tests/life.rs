@@ -352,6 +352,30 @@ fn a_waiter_resolves_right_after_a_cancel_with_no_later_call() {
     }
 }
 
+/// A waker that panics (an executor's bug) is logged; the waiters after
+/// it are still woken, and the call that ended the operation returns.
+#[test]
+fn a_panicking_waker_does_not_keep_the_other_waiters_asleep() {
+    struct Panics;
+    impl Wake for Panics {
+        fn wake(self: Arc<Self>) {
+            panic!("waker bug");
+        }
+    }
+    let (p, _clock) = manual();
+    let (o, mut first) = watched(&p, 60_000, &["a"]);
+    let mut second = o.completion();
+    let panicking = Waker::from(Arc::new(Panics));
+    let polled = std::pin::Pin::new(&mut first).poll(&mut Context::from_waker(&panicking));
+    assert!(polled.is_pending());
+    let wakes = Arc::new(CountWakes::default());
+    assert!(poll_counting(&mut second, &wakes).is_pending());
+    assert!(o.force_complete());
+    assert_eq!(wakes.0.load(Ordering::SeqCst), 1);
+    assert_resolved(&o, second, Outcome::Completed);
+    assert_eq!(p.watched(), 0);
+}
+
 #[test]
 fn wait_timeout_times_out_while_pending() {
     let (p, _clock) = manual();
