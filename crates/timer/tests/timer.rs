@@ -233,6 +233,40 @@ fn cancel_all_drops_the_tasks_with_no_lock_held() {
     assert_eq!(timer.len(), 40, "each dropped task added one");
 }
 
+/// Panics when dropped.
+struct PanicsWhenDropped;
+
+impl Drop for PanicsWhenDropped {
+    fn drop(&mut self) {
+        panic!("task dropped");
+    }
+}
+
+#[test]
+fn cancel_all_cancels_every_handle_when_a_task_panics_on_drop() {
+    let clock = ManualClock::new();
+    let timer = sharded_timer(&clock, 1);
+    let fired = Arc::new(AtomicUsize::new(0));
+    // The bad task first, then more than one chunk of good ones.
+    let bad = PanicsWhenDropped;
+    let bad: Task = Box::new(move || drop(bad));
+    let mut handles = vec![timer.add(Duration::from_millis(50), bad).unwrap()];
+    handles.extend((0..40).map(|_| {
+        timer
+            .add(Duration::from_millis(50), counting_task(&fired))
+            .unwrap()
+    }));
+    let mut cancel = handles.clone();
+    let panic = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        timer.cancel_all(&mut cancel)
+    }));
+    assert!(panic.is_err(), "the caller sees the task's panic");
+    assert_eq!(timer.len(), 0, "every handle was cancelled");
+    assert_eq!(timer.cancel_all(&mut handles), 0, "all stale now");
+    advance_to(&timer, &clock, 1_000);
+    assert_eq!(fired.load(Ordering::SeqCst), 0);
+}
+
 #[test]
 fn huge_delays_saturate_and_never_fire() {
     let clock = ManualClock::starting_at_ms(1_000);

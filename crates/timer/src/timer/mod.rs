@@ -69,6 +69,7 @@ mod tests;
 mod wakeup;
 
 use std::fmt;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -79,6 +80,7 @@ use crate::clock::NANOS_PER_MS;
 use crate::delay_queue::DelayQueue;
 use crate::entries::{EmptiedSlots, TimerHandle};
 use crate::executor::Executor;
+use crate::panics::discard_panic;
 use crate::spin_lock::lock_spinning;
 use crate::wheel::Insertion;
 use crate::{Clock, ShutdownError};
@@ -258,7 +260,9 @@ impl<T: TimerTask> Timer<T> {
     /// it issued rather than once per handle (the handles are reordered by
     /// shard). Returns how many were cancelled; the rest were stale. Each
     /// chunk's tasks are dropped after its lock is released, never under one,
-    /// and nothing is allocated.
+    /// and nothing is allocated. A task whose `Drop` panics does not stop
+    /// the rest: every handle is cancelled and every task dropped, and then
+    /// the first such panic resumes in the caller.
     ///
     /// This is the cheap way for a thread that completes many operations to
     /// disarm their timers: its lock holds no longer alternate with those of
@@ -267,6 +271,7 @@ impl<T: TimerTask> Timer<T> {
     pub fn cancel_all(&self, handles: &mut [TimerHandle]) -> usize {
         handles.sort_unstable_by_key(TimerHandle::shard);
         let mut cancelled = 0;
+        let mut panicked = None;
         for run in handles.chunk_by(|a, b| a.shard() == b.shard()) {
             let Some(shard) = self.shards.get(run[0].shard()) else {
                 continue;
@@ -283,7 +288,18 @@ impl<T: TimerTask> Timer<T> {
                 shard.release(state);
                 self.free_emptied(emptied);
                 cancelled += taken.iter().filter(|task| task.is_some()).count();
+                for task in taken.into_iter().flatten() {
+                    if let Err(panic) = catch_unwind(AssertUnwindSafe(move || drop(task))) {
+                        match panicked {
+                            None => panicked = Some(panic),
+                            Some(_) => discard_panic(panic),
+                        }
+                    }
+                }
             }
+        }
+        if let Some(panic) = panicked {
+            resume_unwind(panic);
         }
         cancelled
     }
