@@ -23,7 +23,8 @@ pub(crate) const NANOS_PER_MS: u64 = 1_000_000;
 /// A monotonic clock measured from an arbitrary origin.
 ///
 /// Implementations must be cheap to read (the timer reads the clock once per
-/// `add`) and must never go backwards.
+/// `add`) and must never go backwards. One that does anyway makes timers
+/// late, never early: a delay counts from the time a timer has reached.
 pub trait Clock: Send + Sync + fmt::Debug + 'static {
     /// Nanoseconds elapsed since this clock's origin.
     fn now_nanos(&self) -> u64;

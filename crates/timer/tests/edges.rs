@@ -4,7 +4,7 @@
 //! a reaper on a clock at its end waits instead of spinning.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -180,6 +180,47 @@ fn tasks_survive_a_clock_that_panics_between_chunks() {
         assert_eq!(early.load(Ordering::SeqCst), 0);
         assert_eq!(timer.len(), 0);
     }
+}
+
+/// A clock that breaks its contract and goes backwards.
+#[derive(Debug, Default)]
+struct FreeClock(AtomicU64);
+
+impl Clock for FreeClock {
+    fn now_nanos(&self) -> u64 {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// A task added after the clock went backwards never fires before its
+/// delay has passed on the new reading (it fires late instead: its delay
+/// counts from the time the timer had reached).
+#[test]
+fn a_clock_that_goes_backwards_fires_nothing_early() {
+    const MS: u64 = 1_000_000;
+    let free = Arc::new(FreeClock::default());
+    let clock: Arc<dyn Clock> = free.clone();
+    let timer = one_shard(&clock);
+    let (fired, task) = counter();
+    // The wheel's time reaches 1,000 ms with this task's expiry.
+    timer.add(Duration::from_millis(1_000), task()).unwrap();
+    free.0.store(1_000 * MS, Ordering::SeqCst);
+    timer.advance_clock(Duration::ZERO);
+    timer.wait_for_executor();
+    assert_eq!(fired.load(Ordering::SeqCst), 1);
+    free.0.store(500 * MS, Ordering::SeqCst);
+    timer.add(Duration::from_millis(100), task()).unwrap();
+    for ms in [500, 599] {
+        free.0.store(ms * MS, Ordering::SeqCst);
+        timer.advance_clock(Duration::ZERO);
+        timer.wait_for_executor();
+        assert_eq!(fired.load(Ordering::SeqCst), 1, "fired at {ms} ms");
+    }
+    free.0.store(1_100 * MS, Ordering::SeqCst);
+    timer.advance_clock(Duration::ZERO);
+    timer.wait_for_executor();
+    assert_eq!(fired.load(Ordering::SeqCst), 2);
+    assert!(timer.is_empty());
 }
 
 /// With the clock at its end, a task whose deadline saturated stays pending,

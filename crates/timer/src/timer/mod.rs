@@ -178,7 +178,9 @@ impl<T: TimerTask> Timer<T> {
     /// Schedules `task` to run once `delay` has passed.
     ///
     /// The deadline is the clock's reading plus `delay`, rounded up to the
-    /// tick (saturating: `Duration::MAX` never fires). A zero delay hands the
+    /// tick (saturating: `Duration::MAX` never fires). Never earlier: were
+    /// the clock to read behind the time the timer has reached (a clock
+    /// that went backwards), the delay counts from the timer's time. A zero delay hands the
     /// task to the executor at once. The returned handle cancels the task; for
     /// a task that went straight to the executor it is already stale.
     ///
@@ -189,12 +191,20 @@ impl<T: TimerTask> Timer<T> {
         if delay == 0 {
             return self.run_now(task);
         }
-        let deadline_ms = now.saturating_add(delay).div_ceil(NANOS_PER_MS);
         let (index, mut state) = self.lock_for_add();
         let shard = &self.shards[index];
         if self.shut_down.load(Ordering::Acquire) {
             return Err(ShutdownError(task));
         }
+        // A clock that went backwards (against the `Clock` contract) reads
+        // behind the wheel, which never goes back: the delay then counts
+        // from the wheel's time, so the task fires late on the new reading
+        // rather than at once, early.
+        let wheel_now = state.wheel.current_time().saturating_mul(NANOS_PER_MS);
+        let deadline_ms = now
+            .max(wheel_now)
+            .saturating_add(delay)
+            .div_ceil(NANOS_PER_MS);
         match state.wheel.insert(deadline_ms, task) {
             Insertion::Scheduled(handle) => {
                 shard.size.store(state.wheel.len(), Ordering::Relaxed);
