@@ -1,7 +1,8 @@
 //! The timer at its edges: handles given to the wrong timer, a clock that
-//! panics, a clock at the end of its range, and ticks so long that no clock
-//! reaches them. Driven by a `ManualClock`, except the one test that proves
-//! a reaper on a clock at its end waits instead of spinning.
+//! panics, a clock that goes backwards, a clock at the end of its range, and
+//! ticks so long that no clock reaches them. Driven by a `ManualClock`,
+//! except the one test that proves a reaper on a clock at its end waits
+//! instead of spinning.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
