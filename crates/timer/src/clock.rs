@@ -13,9 +13,14 @@
 //! and therefore fires when the millisecond clock reads 16, never at 15.
 
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+/// What a clock calls when it moves by hand; see [`Clock::subscribe`].
+pub type OnMove = dyn Fn() + Send + Sync;
 
 /// Nanoseconds in one millisecond.
 pub(crate) const NANOS_PER_MS: u64 = 1_000_000;
@@ -32,6 +37,18 @@ pub trait Clock: Send + Sync + fmt::Debug + 'static {
     /// Whole milliseconds elapsed since this clock's origin (rounded down).
     fn now_ms(&self) -> u64 {
         self.now_nanos() / NANOS_PER_MS
+    }
+
+    /// Asks to have `on_move` called whenever this clock moves otherwise
+    /// than with real time (a [`ManualClock`] set or advanced by hand), so
+    /// that a thread sleeping until a reading (a timer's `advance_clock`, a
+    /// [`DelayQueue`](crate::DelayQueue) poll) looks again at once instead
+    /// of when its real-time wait ends. The clock holds `on_move` weakly:
+    /// dropping it unsubscribes. A clock that moves with real time needs
+    /// nothing (the default), as a sleeper wakes when the reading it waits
+    /// for comes.
+    fn subscribe(&self, on_move: Weak<OnMove>) {
+        let _ = on_move;
     }
 }
 
@@ -84,9 +101,23 @@ impl Clock for SystemClock {
 /// clock.advance(Duration::from_millis(250));
 /// assert_eq!(shared.now_ms(), 250);
 /// ```
+///
+/// A thread blocked on a timer or a [`DelayQueue`](crate::DelayQueue) that
+/// reads this clock looks again as soon as the clock moves (see
+/// [`Clock::subscribe`]): a reaper on a manual clock fires what the move
+/// made due at once, not when its poll interval ends.
 #[derive(Clone, Default)]
 pub struct ManualClock {
-    nanos: Arc<AtomicU64>,
+    shared: Arc<ManualTime>,
+}
+
+#[derive(Default)]
+struct ManualTime {
+    nanos: AtomicU64,
+    /// Whether `subscribers` may hold a live one: moving a clock nobody
+    /// sleeps on takes no lock.
+    any_subscriber: AtomicBool,
+    subscribers: Mutex<Vec<Weak<OnMove>>>,
 }
 
 impl ManualClock {
@@ -107,10 +138,12 @@ impl ManualClock {
         let by = u64::try_from(by.as_nanos()).unwrap_or(u64::MAX);
         // fetch_update never fails here: the closure always returns Some.
         let _ = self
+            .shared
             .nanos
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |now| {
                 Some(now.saturating_add(by))
             });
+        self.moved();
     }
 
     /// Moves the clock forward by `ms` milliseconds.
@@ -123,18 +156,48 @@ impl ManualClock {
     /// and the call returns `false`.
     pub fn set(&self, to: Duration) -> bool {
         let to = u64::try_from(to.as_nanos()).unwrap_or(u64::MAX);
-        self.nanos.fetch_max(to, Ordering::AcqRel) <= to
+        let moved = self.shared.nanos.fetch_max(to, Ordering::AcqRel) <= to;
+        if moved {
+            self.moved();
+        }
+        moved
     }
 
     /// Sets the clock to `ms` milliseconds after its origin; see [`ManualClock::set`].
     pub fn set_ms(&self, ms: u64) -> bool {
         self.set(Duration::from_millis(ms))
     }
+
+    /// Tells the subscribers that the clock moved (after the move, so that
+    /// a sleeper they wake reads the new time), forgetting those gone. The
+    /// calls run outside the list's lock: one may subscribe again.
+    fn moved(&self) {
+        if !self.shared.any_subscriber.load(Ordering::Acquire) {
+            return;
+        }
+        let live: Vec<Arc<OnMove>> = {
+            let mut subscribers = self.shared.subscribers.lock();
+            subscribers.retain(|s| s.strong_count() > 0);
+            subscribers.iter().filter_map(Weak::upgrade).collect()
+        };
+        for on_move in live {
+            on_move();
+        }
+    }
 }
 
 impl Clock for ManualClock {
     fn now_nanos(&self) -> u64 {
-        self.nanos.load(Ordering::Acquire)
+        self.shared.nanos.load(Ordering::Acquire)
+    }
+
+    fn subscribe(&self, on_move: Weak<OnMove>) {
+        let mut subscribers = self.shared.subscribers.lock();
+        // Forget those gone here too: clocks whose timers come and go
+        // without the clock moving would keep them all.
+        subscribers.retain(|s| s.strong_count() > 0);
+        subscribers.push(on_move);
+        self.shared.any_subscriber.store(true, Ordering::Release);
     }
 }
 

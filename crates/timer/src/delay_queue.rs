@@ -17,6 +17,10 @@
 //! - An item is *due* when the clock's millisecond reading is at least its
 //!   expiration: never earlier. Every method decides it so; an expiration
 //!   past the last millisecond a clock can read is never due.
+//! - A waiter reads the clock with the state locked and sleeps releasing
+//!   that lock; a clock moved by hand takes the lock before it notifies
+//!   (see [`Clock::subscribe`]). So a waiter either reads the new time or
+//!   is asleep when the notice comes: no move is missed.
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
@@ -26,7 +30,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::clock::{Clock, NANOS_PER_MS};
+use crate::clock::{Clock, OnMove, NANOS_PER_MS};
 
 /// A priority queue of items keyed by expiration (milliseconds on the
 /// queue's [`Clock`]), whose consumers can block until the head is due.
@@ -45,9 +49,17 @@ use crate::clock::{Clock, NANOS_PER_MS};
 /// assert_eq!(queue.peek_expiration(), Some(20));
 /// ```
 pub struct DelayQueue<T> {
+    waits: Arc<Waits<T>>,
+    clock: Arc<dyn Clock>,
+    /// Called by the clock when it moves by hand; the clock holds it weakly.
+    _on_move: Arc<OnMove>,
+}
+
+/// The queue's state and what its waiters sleep on, shared with the
+/// clock's notice of a move.
+struct Waits<T> {
     state: Mutex<State<T>>,
     changed: Condvar,
-    clock: Arc<dyn Clock>,
 }
 
 struct State<T> {
@@ -83,7 +95,7 @@ impl<T> PartialEq for Item<T> {
 }
 impl<T> Eq for Item<T> {}
 
-impl<T> DelayQueue<T> {
+impl<T: Send + 'static> DelayQueue<T> {
     /// An empty queue reading time from `clock`.
     pub fn new(clock: impl Clock) -> Self {
         Self::with_shared_clock(Arc::new(clock))
@@ -91,7 +103,7 @@ impl<T> DelayQueue<T> {
 
     /// An empty queue reading time from a shared clock.
     pub fn with_shared_clock(clock: Arc<dyn Clock>) -> Self {
-        DelayQueue {
+        let waits = Arc::new(Waits {
             state: Mutex::new(State {
                 heap: BinaryHeap::new(),
                 next_seq: 0,
@@ -99,10 +111,27 @@ impl<T> DelayQueue<T> {
                 closed: false,
             }),
             changed: Condvar::new(),
+        });
+        let weak = Arc::downgrade(&waits);
+        let on_move: Arc<OnMove> = Arc::new(move || {
+            if let Some(waits) = weak.upgrade() {
+                // Taken and let go before notifying: a waiter between its
+                // reading of the clock and its sleep holds it (see the
+                // module's invariants).
+                drop(waits.state.lock());
+                waits.changed.notify_all();
+            }
+        });
+        clock.subscribe(Arc::downgrade(&on_move));
+        DelayQueue {
+            waits,
             clock,
+            _on_move: on_move,
         }
     }
+}
 
+impl<T> DelayQueue<T> {
     /// The clock the queue reads.
     pub fn clock(&self) -> &Arc<dyn Clock> {
         &self.clock
@@ -113,7 +142,7 @@ impl<T> DelayQueue<T> {
     /// to report that the queue is closed; offers to a closed queue are
     /// still stored, so that nothing is lost.
     pub fn offer(&self, expiration: u64, value: T) -> bool {
-        let mut state = self.state.lock();
+        let mut state = self.waits.state.lock();
         let seq = state.next_seq;
         state.next_seq += 1;
         let new_head = state.heap.peek().is_none_or(|h| expiration < h.expiration);
@@ -125,14 +154,14 @@ impl<T> DelayQueue<T> {
         let open = !state.closed;
         drop(state);
         if new_head {
-            self.changed.notify_all();
+            self.waits.changed.notify_all();
         }
         open
     }
 
     /// Removes and returns the head if it is due at `now_ms`.
     pub fn poll_due(&self, now_ms: u64) -> Option<(u64, T)> {
-        let mut state = self.state.lock();
+        let mut state = self.waits.state.lock();
         Self::pop_due(&mut state, now_ms)
     }
 
@@ -140,7 +169,7 @@ impl<T> DelayQueue<T> {
     /// it. Returns `None` on timeout, on [`wake`](Self::wake) and once the
     /// queue is closed.
     pub fn poll(&self, timeout: Duration) -> Option<(u64, T)> {
-        let mut state = self.state.lock();
+        let mut state = self.waits.state.lock();
         if self.wait_due(&mut state, timeout) {
             Self::pop_due(&mut state, self.clock.now_ms())
         } else {
@@ -154,18 +183,23 @@ impl<T> DelayQueue<T> {
     /// [`wake`](Self::wake), or when the queue is closed. Wakes early when an
     /// earlier item is offered, and then waits for that one instead.
     pub fn wait_until_due(&self, timeout: Duration) -> bool {
-        let mut state = self.state.lock();
+        let mut state = self.waits.state.lock();
         self.wait_due(&mut state, timeout)
     }
 
     /// The expiration of the head item, due or not.
     pub fn peek_expiration(&self) -> Option<u64> {
-        self.state.lock().heap.peek().map(|item| item.expiration)
+        self.waits
+            .state
+            .lock()
+            .heap
+            .peek()
+            .map(|item| item.expiration)
     }
 
     /// Number of items queued.
     pub fn len(&self) -> usize {
-        self.state.lock().heap.len()
+        self.waits.state.lock().heap.len()
     }
 
     /// Whether no item is queued.
@@ -175,24 +209,24 @@ impl<T> DelayQueue<T> {
 
     /// Removes every item.
     pub fn clear(&self) {
-        self.state.lock().heap.clear();
+        self.waits.state.lock().heap.clear();
     }
 
     /// Wakes every waiter once; each returns as if its timeout had passed.
     pub fn wake(&self) {
-        self.state.lock().wakes += 1;
-        self.changed.notify_all();
+        self.waits.state.lock().wakes += 1;
+        self.waits.changed.notify_all();
     }
 
     /// Closes the queue: waiters return at once and later waits do not block.
     pub fn close(&self) {
-        self.state.lock().closed = true;
-        self.changed.notify_all();
+        self.waits.state.lock().closed = true;
+        self.waits.changed.notify_all();
     }
 
     /// Whether [`close`](Self::close) has been called.
     pub fn is_closed(&self) -> bool {
-        self.state.lock().closed
+        self.waits.state.lock().closed
     }
 
     fn pop_due(state: &mut State<T>, now_ms: u64) -> Option<(u64, T)> {
@@ -242,9 +276,9 @@ impl<T> DelayQueue<T> {
             // timeout may have passed.
             match Instant::now().checked_add(wait) {
                 Some(until) => {
-                    self.changed.wait_until(state, until);
+                    self.waits.changed.wait_until(state, until);
                 }
-                None => self.changed.wait(state),
+                None => self.waits.changed.wait(state),
             }
         }
     }
@@ -252,7 +286,7 @@ impl<T> DelayQueue<T> {
 
 impl<T> fmt::Debug for DelayQueue<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let state = self.state.lock();
+        let state = self.waits.state.lock();
         f.debug_struct("DelayQueue")
             .field("len", &state.heap.len())
             .field("head_expiration", &state.heap.peek().map(|i| i.expiration))
@@ -336,6 +370,21 @@ mod tests {
         let (got, waited) = poller.join().unwrap();
         assert_eq!(got.map(|(_, v)| v), Some("early"));
         assert!(waited < Duration::from_secs(10), "woke for the early item");
+    }
+
+    #[test]
+    fn a_waiter_looks_again_when_a_manual_clock_moves() {
+        let clock = ManualClock::new();
+        let queue: Arc<DelayQueue<()>> = Arc::new(DelayQueue::new(clock.clone()));
+        queue.offer(3_600_000, ());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let waiter = queue.clone();
+        // Its real-time wait is longer than the test waits for its answer:
+        // only the clock's move can end it in time.
+        thread::spawn(move || tx.send(waiter.wait_until_due(Duration::from_secs(60))));
+        thread::sleep(Duration::from_millis(20)); // the waiter now sleeps
+        clock.set_ms(3_600_000);
+        assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok(true));
     }
 
     #[test]

@@ -110,7 +110,7 @@ mod thread_index;
 mod timer;
 mod wheel;
 
-pub use clock::{Clock, ManualClock, SystemClock};
+pub use clock::{Clock, ManualClock, OnMove, SystemClock};
 pub use delay_queue::DelayQueue;
 pub use entries::TimerHandle;
 pub use error::{ConfigError, ShutdownError};

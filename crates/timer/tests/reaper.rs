@@ -1,12 +1,13 @@
 //! The expiration reaper, on the real clock: these are the few tests that
 //! must wait in real time, to prove the background thread really drives the
-//! timer, stops promptly, and survives panicking tasks.
+//! timer, stops promptly, and survives panicking tasks; and a reaper on a
+//! manual clock, which must notice the clock moving by hand at once.
 
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use timer::{Reaper, Timer};
+use timer::{ManualClock, Reaper, Timer, TimerBuilder};
 
 type Task = Box<dyn FnOnce() + Send>;
 
@@ -108,5 +109,25 @@ fn an_earlier_task_wakes_a_reaper_waiting_for_a_later_one() {
         rx.recv_timeout(Duration::from_secs(10)).is_ok(),
         "woken for the earlier bucket"
     );
+    reaper.stop();
+}
+
+#[test]
+fn a_reaper_on_a_manual_clock_fires_as_soon_as_the_clock_moves() {
+    let clock = ManualClock::new();
+    let timer: Arc<Timer> = Arc::new(TimerBuilder::new().clock(clock.clone()).build().unwrap());
+    // Longer than the test waits: only the clock's move can wake it.
+    let reaper = Reaper::with_poll_interval(timer.clone(), Duration::from_secs(60));
+    let (tx, rx) = mpsc::channel();
+    for hours in [1, 2] {
+        let tx = tx.clone();
+        let task: Task = Box::new(move || tx.send(hours).unwrap());
+        timer.add(Duration::from_secs(3_600 * hours), task).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(20)); // the reaper now sleeps
+    clock.advance(Duration::from_secs(3_600));
+    assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok(1));
+    clock.set(Duration::from_secs(7_200));
+    assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok(2));
     reaper.stop();
 }
