@@ -17,6 +17,7 @@
 
 use std::sync::Arc;
 
+use timer::internal::ShutdownGate;
 use timer::{Timer, TimerHandle};
 
 use crate::members::{Members, Spill};
@@ -41,6 +42,8 @@ pub(crate) struct Home<Op: DelayedOperation> {
     cancelled: StripedCounter,
     metrics: Metrics,
     shut_down: AtomicBool,
+    /// Lets one `shutdown` through, and has the others wait for it.
+    pub(crate) shutdown_gate: ShutdownGate,
 }
 
 impl<Op: DelayedOperation> Home<Op> {
@@ -61,6 +64,7 @@ impl<Op: DelayedOperation> Home<Op> {
             expired: StripedCounter::new(),
             cancelled: StripedCounter::new(),
             shut_down: AtomicBool::new(false),
+            shutdown_gate: ShutdownGate::new(),
         }
     }
 
@@ -139,9 +143,9 @@ impl<Op: DelayedOperation> Home<Op> {
         self.shut_down.load(Ordering::SeqCst)
     }
 
-    /// Marks the purgatory shut down; returns whether it already was.
-    pub(crate) fn mark_shut_down(&self) -> bool {
-        self.shut_down.swap(true, Ordering::SeqCst)
+    /// Marks the purgatory shut down: watches are refused from now on.
+    pub(crate) fn mark_shut_down(&self) {
+        self.shut_down.store(true, Ordering::SeqCst);
     }
 }
 

@@ -141,12 +141,20 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
     /// still pending by the [`ShutdownPolicy`]. Returns those operations.
     /// Afterwards nothing is watched or armed, and
     /// [`try_complete_else_watch`](Self::try_complete_else_watch) fails with
-    /// [`PurgatoryError::Shutdown`](crate::PurgatoryError::Shutdown). Idempotent: later calls return nothing.
-    /// Dropping the purgatory shuts it down too.
+    /// [`PurgatoryError::Shutdown`](crate::PurgatoryError::Shutdown).
+    /// Idempotent: later calls return nothing. A call made while another is
+    /// under way first waits for it to finish, so that it too returns to a
+    /// purgatory that is shut down; one made from a callback (which that
+    /// call may be waiting for) returns at once. Dropping the purgatory
+    /// shuts it down too.
     pub fn shutdown(&self) -> Vec<Operation<Op>> {
-        if self.home.mark_shut_down() {
+        let Some(_finishing) = self.home.shutdown_gate.enter() else {
+            if !release::in_callback() {
+                self.home.shutdown_gate.wait_finished();
+            }
             return Vec::new();
-        }
+        };
+        self.home.mark_shut_down();
         if let Some(reaper) = self.reaper.lock().take() {
             reaper.stop();
         }

@@ -313,6 +313,73 @@ fn shutdown_resolves_every_waiter_under_either_policy() {
     }
 }
 
+/// Expires under a shutdown's `Expire` policy only when let go: its
+/// `on_complete` waits for `release`, then calls `shutdown` again.
+struct SlowToExpire {
+    purgatory: Mutex<Option<Arc<Purgatory<Key, SlowToExpire>>>>,
+    started: Mutex<Option<std::sync::mpsc::Sender<()>>>,
+    release: Mutex<std::sync::mpsc::Receiver<()>>,
+}
+
+impl DelayedOperation for SlowToExpire {
+    fn timeout(&self) -> Duration {
+        Duration::from_secs(60)
+    }
+
+    fn try_complete(&self) -> bool {
+        false
+    }
+
+    fn on_complete(&self) {
+        if let Some(started) = self.started.lock().unwrap().take() {
+            started.send(()).unwrap();
+        }
+        let _ = self.release.lock().unwrap().recv_timeout(PATIENCE);
+        // Re-entered from the first shutdown's own callback: returns at once.
+        let p = self.purgatory.lock().unwrap().take();
+        assert!(p.expect("set before the shutdown").shutdown().is_empty());
+    }
+}
+
+/// A second `shutdown` made while the first runs a slow callback returns
+/// only once the first has finished: the operation has expired by then,
+/// and nothing is watched.
+#[test]
+fn a_concurrent_shutdown_returns_only_once_the_first_has_finished() {
+    let p: Arc<Purgatory<Key, SlowToExpire>> = Arc::new(
+        Purgatory::builder("slow")
+            .clock(ManualClock::new())
+            .reaper(false)
+            .shutdown_policy(ShutdownPolicy::Expire)
+            .build()
+            .unwrap(),
+    );
+    let (started_tx, started) = std::sync::mpsc::channel();
+    let (release, released) = std::sync::mpsc::channel();
+    let o = Operation::new(SlowToExpire {
+        purgatory: Mutex::new(Some(p.clone())),
+        started: Mutex::new(Some(started_tx)),
+        release: Mutex::new(released),
+    });
+    p.try_complete_else_watch(o.clone(), [key("a")]).unwrap();
+    let first = {
+        let p = p.clone();
+        thread::spawn(move || p.shutdown().len())
+    };
+    started.recv_timeout(PATIENCE).unwrap();
+    let second = {
+        let (p, o) = (p.clone(), o.clone());
+        thread::spawn(move || {
+            let returned = p.shutdown().len();
+            (returned, o.outcome(), p.watched())
+        })
+    };
+    thread::sleep(Duration::from_millis(20)); // the second call now waits
+    release.send(()).unwrap();
+    assert_eq!(second.join().unwrap(), (0, Some(Outcome::Expired), 0));
+    assert_eq!(first.join().unwrap(), 1);
+}
+
 /// Waiters on other threads (blocked, and awaiting) are woken by the
 /// cancelling call itself: no later call to the purgatory is needed.
 #[test]

@@ -105,6 +105,7 @@ mod executor;
 mod panics;
 mod prefetch;
 mod reaper;
+mod shutdown_gate;
 mod spin_lock;
 mod thread_index;
 mod timer;
@@ -119,13 +120,14 @@ pub use timer::{Timer, TimerBuilder, TimerTask};
 pub use wheel::{Insertion, TimingWheel, MAX_DEADLINE_MS, MAX_TICK_MS, MAX_WHEEL_SIZE};
 
 /// Not API: what the `purgatory` crate borrows from this one (a spinning
-/// lock, a per-thread index, a prefetch hint, and the handling of caught
-/// panics). It may change or go in any
+/// lock, a per-thread index, a prefetch hint, the handling of caught
+/// panics, and the once-only shutdown). It may change or go in any
 /// release; nothing outside this workspace should use it.
 #[doc(hidden)]
 pub mod internal {
     pub use crate::panics::{discard_panic, panic_message};
     pub use crate::prefetch::{prefetch, prefetch_addr};
+    pub use crate::shutdown_gate::{Finishing, ShutdownGate};
     pub use crate::spin_lock::lock_spinning;
     pub use crate::thread_index::thread_index;
 }

@@ -503,6 +503,43 @@ fn tasks_may_use_the_timer_from_the_executor_thread() {
     assert!(timer.is_shut_down());
 }
 
+/// A second `shutdown` made while the first waits for a running task
+/// returns only once the first has finished: the task has run by then.
+#[test]
+fn a_concurrent_shutdown_returns_only_once_the_first_has_finished() {
+    let clock = ManualClock::new();
+    let timer = Arc::new(manual_timer(&clock, 20));
+    let (release, released) = mpsc::channel::<()>();
+    let ran = Arc::new(AtomicUsize::new(0));
+    let (started_tx, started) = mpsc::channel();
+    let blocking: Task = {
+        let ran = ran.clone();
+        Box::new(move || {
+            started_tx.send(()).unwrap();
+            let _ = released.recv_timeout(Duration::from_secs(10));
+            ran.fetch_add(1, Ordering::SeqCst);
+        })
+    };
+    timer.add(Duration::ZERO, blocking).unwrap();
+    started.recv_timeout(Duration::from_secs(10)).unwrap();
+    let shut_down_by = |timer: &Arc<Timer>| {
+        let (timer, ran) = (timer.clone(), ran.clone());
+        thread::spawn(move || {
+            timer.shutdown();
+            ran.load(Ordering::SeqCst)
+        })
+    };
+    let first = shut_down_by(&timer);
+    while !timer.is_shut_down() {
+        thread::yield_now();
+    }
+    let second = shut_down_by(&timer);
+    thread::sleep(Duration::from_millis(20)); // the second call now waits
+    release.send(()).unwrap();
+    assert_eq!(second.join().unwrap(), 1, "the task had run");
+    assert_eq!(first.join().unwrap(), 1);
+}
+
 #[test]
 fn shards_merge_in_deadline_order_and_cancel_from_any_thread() {
     let clock = ManualClock::new();

@@ -326,6 +326,11 @@ impl<T: TimerTask> Executor<T> {
         }
     }
 
+    /// Whether the calling thread is the executor's.
+    pub(crate) fn is_current_thread(&self) -> bool {
+        thread::current().id() == self.thread_id
+    }
+
     /// Stops accepting tasks, lets the thread run those already accepted,
     /// and joins it (unless called from the executor thread itself, which
     /// then finishes on its own after the current task).

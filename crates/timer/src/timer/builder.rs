@@ -13,6 +13,7 @@ use crate::clock::NANOS_PER_MS;
 use crate::delay_queue::DelayQueue;
 use crate::entries::MAX_SHARDS;
 use crate::executor::Executor;
+use crate::shutdown_gate::ShutdownGate;
 use crate::wheel::TimingWheel;
 use crate::{Clock, ConfigError, SystemClock};
 
@@ -135,6 +136,7 @@ impl TimerBuilder {
             clock,
             executor,
             shut_down: AtomicBool::new(false),
+            shutdown_gate: ShutdownGate::new(),
             handing_over: AtomicUsize::new(0),
             name: self.name,
             tick_ms,

@@ -81,6 +81,7 @@ use crate::delay_queue::DelayQueue;
 use crate::entries::{EmptiedSlots, TimerHandle};
 use crate::executor::Executor;
 use crate::panics::discard_panic;
+use crate::shutdown_gate::ShutdownGate;
 use crate::spin_lock::lock_spinning;
 use crate::wheel::Insertion;
 use crate::{Clock, ShutdownError};
@@ -149,6 +150,8 @@ pub struct Timer<T: TimerTask = Box<dyn FnOnce() + Send>> {
     clock: Arc<dyn Clock>,
     executor: Executor<T>,
     shut_down: AtomicBool,
+    /// Lets one `shutdown` through, and has the others wait for it.
+    shutdown_gate: ShutdownGate,
     /// Chunks of expired tasks taken out of a shard and not handed to the
     /// executor yet: `shutdown` lets them through before it closes the
     /// executor, as they are no longer in any wheel to be handed back.
@@ -342,11 +345,17 @@ impl<T: TimerTask> Timer<T> {
     /// to the executor run before this returns (unless it is called from a
     /// task, on the executor thread: they then run after the current one).
     /// Wakes any thread in [`advance_clock`](Timer::advance_clock); later
-    /// adds fail with [`ShutdownError`]. Calling it again returns nothing.
+    /// adds fail with [`ShutdownError`]. Calling it again returns nothing;
+    /// a call made while another is under way first waits for it to finish
+    /// (unless made from a task, which that call may be waiting for).
     pub fn shutdown(&self) -> Vec<T> {
-        if self.shut_down.swap(true, Ordering::AcqRel) {
+        let Some(_finishing) = self.shutdown_gate.enter() else {
+            if !self.executor.is_current_thread() {
+                self.shutdown_gate.wait_finished();
+            }
             return Vec::new();
-        }
+        };
+        self.shut_down.store(true, Ordering::SeqCst);
         let mut pending = Vec::new();
         for shard in self.shards.iter() {
             let mut state = shard.state.lock();
