@@ -132,7 +132,8 @@ fn main() -> ExitCode {
     let t = Timeline::new();
     let tp = TopicPartition::new("events", 0);
     // No follower: the high watermark follows the log end at once.
-    t.rm.add_partition(tp.clone(), &[], 1);
+    t.rm.add_partition(tp.clone(), &[], 1)
+        .expect("a new partition led alone is valid");
     let s = Script { t, tp, args };
     println!("Partition events-0 led here, no followers (high watermark = log end).\n");
 

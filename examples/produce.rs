@@ -123,7 +123,8 @@ fn main() -> ExitCode {
     let t = Timeline::new();
     let tps: Vec<TopicPartition> = (0..3).map(|p| TopicPartition::new("orders", p)).collect();
     for tp in &tps {
-        t.rm.add_partition(tp.clone(), &[1, 2], 2);
+        t.rm.add_partition(tp.clone(), &[1, 2], 2)
+            .expect("a new partition with two followers is valid");
     }
     let s = Script {
         t,

@@ -1,7 +1,7 @@
 //! Error codes carried in the model's responses.
 //!
 //! These are the few Kafka protocol errors the heartbeat, produce and fetch
-//! paths can answer with. They are *response values*, not Rust failures: a
+//! paths, and the hosting of partitions, can answer with. They are *response values*, not Rust failures: a
 //! produce response holds one per partition, exactly as Kafka's does, and a
 //! heartbeat answers with one. [`ErrorCode::None`] means success.
 //!
@@ -38,6 +38,20 @@ pub enum ErrorCode {
     GroupIdNotFound,
     /// `INVALID_SESSION_TIMEOUT`: a join asked for a zero session timeout.
     InvalidSessionTimeout,
+    /// `COORDINATOR_NOT_AVAILABLE`: the group coordinator is shut down.
+    CoordinatorNotAvailable,
+    /// `BROKER_NOT_AVAILABLE`: the replica manager is shut down.
+    BrokerNotAvailable,
+    /// `INVALID_REQUEST`: the request names a partition more than once.
+    InvalidRequest,
+    /// `INVALID_REPLICA_ASSIGNMENT`: a partition's replicas include the
+    /// leader's own id or name a follower twice.
+    InvalidReplicaAssignment,
+    /// `INVALID_CONFIG`: `min.insync.replicas` is 0 or more than the
+    /// partition's replicas.
+    InvalidConfig,
+    /// `TOPIC_ALREADY_EXISTS`: the partition is already hosted here.
+    TopicAlreadyExists,
 }
 
 impl ErrorCode {
@@ -55,6 +69,12 @@ impl ErrorCode {
             ErrorCode::UnknownMemberId => "UNKNOWN_MEMBER_ID",
             ErrorCode::GroupIdNotFound => "GROUP_ID_NOT_FOUND",
             ErrorCode::InvalidSessionTimeout => "INVALID_SESSION_TIMEOUT",
+            ErrorCode::CoordinatorNotAvailable => "COORDINATOR_NOT_AVAILABLE",
+            ErrorCode::BrokerNotAvailable => "BROKER_NOT_AVAILABLE",
+            ErrorCode::InvalidRequest => "INVALID_REQUEST",
+            ErrorCode::InvalidReplicaAssignment => "INVALID_REPLICA_ASSIGNMENT",
+            ErrorCode::InvalidConfig => "INVALID_CONFIG",
+            ErrorCode::TopicAlreadyExists => "TOPIC_ALREADY_EXISTS",
         }
     }
 

@@ -8,8 +8,9 @@
 //!   offset and the end offset its isolation allows (the high watermark for
 //!   consumers, the log end for followers), each capped at the partition's
 //!   `max_bytes`; it completes once the sum reaches `min_bytes`, and at once if
-//!   a partition is gone, offline, no longer led here, or truncated below the
-//!   fetch offset;
+//!   a partition is gone, offline, no longer led here, truncated below the
+//!   fetch offset, or (for a follower's fetch) does not have that follower
+//!   among its replicas, which then reads nothing;
 //! - appends (and, for consumers, high-watermark advances) call
 //!   `check_and_complete` on the partition;
 //! - `on_complete` reads the partitions again and answers with what is there;
@@ -26,8 +27,9 @@ use std::time::Duration;
 use log::debug;
 use purgatory::DelayedOperation;
 
+use crate::error::ErrorCode;
 use crate::partition::{
-    FetchIsolation, PartitionRead, PartitionRegistry, ReplicaId, TopicPartition,
+    FetchIsolation, Partition, PartitionRead, PartitionRegistry, ReplicaId, TopicPartition,
 };
 use crate::response::Callback;
 
@@ -82,6 +84,34 @@ pub struct PartitionFetch {
 /// A fetch response: one read per partition asked for.
 pub type FetchResponse = BTreeMap<TopicPartition, PartitionRead>;
 
+/// The partition `tp` if this fetch may read it: hosted, online, and, for
+/// a follower's fetch (which reads past the high watermark), one of its
+/// replicas (`NOT_LEADER_OR_FOLLOWER` otherwise, as Kafka answers a fetch
+/// from a replica it does not know).
+fn readable(
+    registry: &PartitionRegistry,
+    params: &FetchParams,
+    tp: &TopicPartition,
+) -> Result<Arc<Partition>, ErrorCode> {
+    let partition = registry.get_partition_or_error(tp)?;
+    match params.replica_id {
+        Some(replica) if partition.follower(replica).is_none() => {
+            Err(ErrorCode::NotLeaderOrFollower)
+        }
+        _ => Ok(partition),
+    }
+}
+
+/// The read of a partition that answers `error`.
+pub(crate) fn failed_read(error: ErrorCode, fetch: &PartitionFetch) -> PartitionRead {
+    PartitionRead {
+        error,
+        high_watermark: 0,
+        log_end_offset: 0,
+        records: crate::records::FetchedRecords::empty(fetch.fetch_offset),
+    }
+}
+
 /// Reads every partition of a fetch now (the answer of an immediate fetch, or
 /// of a delayed one at completion).
 pub(crate) fn read_partitions(
@@ -92,16 +122,11 @@ pub(crate) fn read_partitions(
     partitions
         .iter()
         .map(|(tp, fetch)| {
-            let read = match registry.get_partition_or_error(tp) {
+            let read = match readable(registry, params, tp) {
                 Ok(partition) => {
                     partition.read(fetch.fetch_offset, fetch.max_bytes, params.isolation())
                 }
-                Err(error) => PartitionRead {
-                    error,
-                    high_watermark: 0,
-                    log_end_offset: 0,
-                    records: crate::records::FetchedRecords::empty(fetch.fetch_offset),
-                },
+                Err(error) => failed_read(error, fetch),
             };
             (tp.clone(), read)
         })
@@ -116,9 +141,10 @@ pub(crate) fn can_answer_now(
 ) -> bool {
     let mut accumulated = 0u64;
     for (tp, fetch) in partitions {
-        let partition = match registry.get_partition_or_error(tp) {
+        let partition = match readable(registry, params, tp) {
             Ok(partition) => partition,
-            // Cases C and D: unknown partition, offline log directory.
+            // Cases C and D: unknown partition, offline log directory (and
+            // a follower the partition does not know).
             Err(_) => return true,
         };
         let end = match partition.end_offset(params.isolation()) {
@@ -236,7 +262,7 @@ mod tests {
             let clock = ManualClock::new();
             let rm = ReplicaManager::with_manual_clock(&clock).unwrap();
             let tp = TopicPartition::new("t", 0);
-            rm.add_partition(tp.clone(), followers, 1);
+            rm.add_partition(tp.clone(), followers, 1).unwrap();
             Fixture { clock, rm, tp }
         }
 
@@ -280,6 +306,75 @@ mod tests {
             let p = self.rm.fetch_purgatory();
             (p.watched(), p.delayed())
         }
+    }
+
+    #[test]
+    fn a_fetch_from_a_replica_the_partition_lacks_reads_nothing() {
+        let f = Fixture::new(&[1]);
+        f.append(4, 10);
+        assert_eq!(f.rm.partition(&f.tp).unwrap().high_watermark(), 0);
+        for replica in [99, crate::partition::LEADER_ID] {
+            let params = FetchParams::follower(replica, Duration::from_millis(MAX_WAIT_MS), 1);
+            let read = f.fetch(params, 0, 1000).take().expect("answered at once")[&f.tp];
+            assert_eq!(
+                read.error,
+                ErrorCode::NotLeaderOrFollower,
+                "replica {replica}"
+            );
+            assert_eq!(read.records.bytes, 0);
+        }
+        let params = FetchParams::follower(1, Duration::from_millis(MAX_WAIT_MS), 1);
+        let read = f.fetch(params, 0, 1000).take().expect("answered at once")[&f.tp];
+        assert_eq!((read.error, read.records.bytes), (ErrorCode::None, 40));
+        assert_eq!(f.gauges(), (0, 0));
+    }
+
+    #[test]
+    fn a_partition_named_twice_is_refused_and_counts_no_bytes() {
+        let f = Fixture::new(&[]);
+        let other = TopicPartition::new("u", 0);
+        f.rm.add_partition(other.clone(), &[], 1).unwrap();
+        f.append(6, 10);
+        let fetch = |fetch_offset| PartitionFetch {
+            fetch_offset,
+            max_bytes: 1000,
+        };
+        let slot = ResponseSlot::new();
+        let partitions = vec![
+            (f.tp.clone(), fetch(0)),
+            (other.clone(), fetch(0)),
+            (f.tp.clone(), fetch(2)),
+        ];
+        assert!(f
+            .rm
+            .fetch_messages(f.consumer(100), partitions, slot.callback()));
+        let response = slot.take().expect("answered at once");
+        assert_eq!(response.len(), 2);
+        assert_eq!(response[&f.tp].error, ErrorCode::InvalidRequest);
+        assert_eq!(response[&f.tp].records.bytes, 0);
+        assert_eq!(response[&other].error, ErrorCode::None);
+        assert_eq!(f.gauges(), (0, 0));
+    }
+
+    #[test]
+    fn removal_and_shutdown_answer_waiting_fetches() {
+        let f = Fixture::new(&[]);
+        let slot = f.fetch(f.consumer(1000), 0, 1 << 20);
+        assert!(f.rm.remove_partition(&f.tp).is_some());
+        let read = slot.take().expect("answered at the removal")[&f.tp];
+        assert_eq!(read.error, ErrorCode::UnknownTopicOrPartition);
+        f.rm.add_partition(f.tp.clone(), &[], 1).unwrap();
+        f.append(2, 10);
+        let slot = f.fetch(f.consumer(1000), 0, 1 << 20);
+        assert_eq!(f.rm.shutdown(), 1);
+        let read = slot.take().expect("answered at shutdown")[&f.tp];
+        assert_eq!((read.error, read.records.bytes), (ErrorCode::None, 20));
+        let later = f.fetch(f.consumer(1), 0, 1 << 20);
+        let read = later.take().expect("answered at once")[&f.tp];
+        assert_eq!(
+            (read.error, read.records.bytes),
+            (ErrorCode::BrokerNotAvailable, 0)
+        );
     }
 
     #[test]

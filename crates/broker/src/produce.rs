@@ -72,12 +72,30 @@ impl ProducePartitionStatus {
     /// The initial status after the local append's `result`.
     pub fn after_append(result: Result<AppendInfo, ErrorCode>) -> Self {
         match result {
-            Ok(info) => ProducePartitionStatus {
-                required_offset: info.last_offset + 1,
+            Ok(AppendInfo {
+                base_offset,
+                last_offset: Some(last_offset),
+                ..
+            }) => ProducePartitionStatus {
+                required_offset: last_offset + 1,
                 acks_pending: true,
                 response: PartitionResponse {
                     error: ErrorCode::RequestTimedOut,
-                    base_offset: Some(info.base_offset),
+                    base_offset: Some(base_offset),
+                },
+            },
+            // Nothing written, so nothing to wait for (Kafka's required
+            // offset is then 0, reached at once).
+            Ok(AppendInfo {
+                base_offset,
+                last_offset: None,
+                ..
+            }) => ProducePartitionStatus {
+                required_offset: 0,
+                acks_pending: false,
+                response: PartitionResponse {
+                    error: ErrorCode::None,
+                    base_offset: Some(base_offset),
                 },
             },
             Err(error) => ProducePartitionStatus {
@@ -216,7 +234,7 @@ mod tests {
             let rm = ReplicaManager::with_manual_clock(&clock).unwrap();
             let tps: Vec<_> = (0..2).map(|p| TopicPartition::new("t", p)).collect();
             for tp in &tps {
-                rm.add_partition(tp.clone(), &[1, 2], 2);
+                rm.add_partition(tp.clone(), &[1, 2], 2).unwrap();
             }
             Fixture { clock, rm, tps }
         }
@@ -338,6 +356,84 @@ mod tests {
             answer(ErrorCode::None, Some(0))
         );
         assert_eq!(f.gauges(), (0, 0));
+    }
+
+    #[test]
+    fn an_empty_produce_answers_at_once_at_the_log_end() {
+        let f = Fixture::new();
+        let slot = f.produce(&f.tps[..1], 0);
+        assert_eq!(
+            slot.take().expect("nothing to replicate")[&f.tps[0]],
+            answer(ErrorCode::None, Some(0))
+        );
+        // On a log with unreplicated records, it waits for none of them.
+        let waiting = f.produce(&f.tps[..1], 3);
+        let slot = f.produce(&f.tps, 0);
+        let response = slot.take().expect("nothing to replicate");
+        assert_eq!(response[&f.tps[0]], answer(ErrorCode::None, Some(3)));
+        assert_eq!(response[&f.tps[1]], answer(ErrorCode::None, Some(0)));
+        assert!(!waiting.is_ready());
+        assert_eq!(f.gauges(), (1, 1));
+    }
+
+    #[test]
+    fn a_partition_named_twice_is_refused_and_not_written() {
+        let f = Fixture::new();
+        let slot = ResponseSlot::new();
+        let entries = vec![
+            (f.tps[0].clone(), Records::uniform(3, 10)),
+            (f.tps[1].clone(), Records::uniform(1, 10)),
+            (f.tps[0].clone(), Records::uniform(2, 10)),
+        ];
+        let timeout = Duration::from_millis(TIMEOUT_MS);
+        f.rm.append_records(timeout, Acks::Leader, entries, slot.callback());
+        let response = slot.take().expect("acks=1 answers at once");
+        assert_eq!(response[&f.tps[0]], answer(ErrorCode::InvalidRequest, None));
+        assert_eq!(response[&f.tps[1]], answer(ErrorCode::None, Some(0)));
+        assert_eq!(f.rm.partition(&f.tps[0]).unwrap().log_end_offset(), 0);
+    }
+
+    #[test]
+    fn removing_a_partition_answers_the_produces_waiting_on_it() {
+        let f = Fixture::new();
+        let slot = f.produce(&f.tps, 2);
+        assert!(f.rm.remove_partition(&f.tps[1]).is_some());
+        f.replicate(&f.tps[0], 1, 2);
+        f.replicate(&f.tps[0], 2, 2);
+        let response = slot.take().expect("nothing left to wait for");
+        assert_eq!(response[&f.tps[0]], answer(ErrorCode::None, Some(0)));
+        assert_eq!(
+            response[&f.tps[1]].error,
+            ErrorCode::UnknownTopicOrPartition
+        );
+        assert_eq!(f.gauges(), (0, 0));
+        assert!(f.rm.remove_partition(&f.tps[1]).is_none());
+        // Hosted again: a new, empty log.
+        let again = f.rm.add_partition(f.tps[1].clone(), &[1, 2], 2).unwrap();
+        assert_eq!(again.log_end_offset(), 0);
+        assert_eq!(
+            f.rm.add_partition(f.tps[1].clone(), &[1], 1).map(|_| ()),
+            Err(ErrorCode::TopicAlreadyExists)
+        );
+    }
+
+    #[test]
+    fn shutdown_answers_pending_produces_and_refuses_later_ones() {
+        let f = Fixture::new();
+        let slot = f.produce(&f.tps[..1], 2);
+        assert_eq!(f.rm.shutdown(), 1);
+        assert_eq!(
+            slot.take().expect("answered at shutdown")[&f.tps[0]],
+            answer(ErrorCode::RequestTimedOut, Some(0))
+        );
+        assert_eq!(slot.deliveries(), 1);
+        let later = f.produce(&f.tps[..1], 2);
+        assert_eq!(
+            later.take().expect("answered at once")[&f.tps[0]],
+            answer(ErrorCode::BrokerNotAvailable, None)
+        );
+        assert_eq!(f.rm.partition(&f.tps[0]).unwrap().log_end_offset(), 2);
+        assert_eq!(f.rm.shutdown(), 0);
     }
 
     #[test]

@@ -19,7 +19,7 @@
 //! into a purgatory (Kafka's rule: call `check_and_complete` without holding
 //! exclusive locks a `try_complete` may need).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,7 +30,8 @@ use timer::{Clock, ManualClock};
 
 use crate::error::ErrorCode;
 use crate::fetch::{
-    can_answer_now, read_partitions, DelayedFetch, FetchParams, FetchResponse, PartitionFetch,
+    can_answer_now, failed_read, read_partitions, DelayedFetch, FetchParams, FetchResponse,
+    PartitionFetch,
 };
 use crate::partition::{Partition, PartitionRegistry, PartitionRole, ReplicaId, TopicPartition};
 use crate::produce::{
@@ -94,15 +95,30 @@ impl ReplicaManager {
         &self.partitions
     }
 
-    /// Hosts a new partition led here, with `followers` (all in sync).
+    /// Hosts a new partition led here, with `followers` (all in sync). The
+    /// errors of [`Partition::new`], and `TOPIC_ALREADY_EXISTS` if `tp` is
+    /// hosted already ([`remove_partition`](Self::remove_partition) it
+    /// first).
     pub fn add_partition(
         &self,
         tp: TopicPartition,
         followers: &[ReplicaId],
         min_insync_replicas: usize,
-    ) -> Arc<Partition> {
+    ) -> Result<Arc<Partition>, ErrorCode> {
         self.partitions
-            .insert(Partition::new(tp, followers, min_insync_replicas))
+            .insert(Partition::new(tp, followers, min_insync_replicas)?)
+    }
+
+    /// Stops hosting `tp` (Kafka's `stopReplica` with deletion): the
+    /// produces and fetches waiting on it are answered at once, their `tp`
+    /// with `UNKNOWN_TOPIC_OR_PARTITION`. Returns the partition, if hosted.
+    pub fn remove_partition(&self, tp: &TopicPartition) -> Option<Arc<Partition>> {
+        let removed = self.partitions.remove(tp);
+        if removed.is_some() {
+            self.produce.check_and_complete(tp);
+            self.fetch.check_and_complete(tp);
+        }
+        removed
     }
 
     /// The partition `tp`, or why it cannot be used.
@@ -136,6 +152,11 @@ impl ReplicaManager {
     /// once for `acks` 0 or 1 or when every append failed, else when the
     /// followers have the records or `timeout` passes. Returns whether it
     /// answered at once.
+    ///
+    /// A partition named more than once is not written and answers
+    /// `INVALID_REQUEST` (its response has one entry per partition); after
+    /// [`shutdown`](Self::shutdown) nothing is written and every partition
+    /// answers `BROKER_NOT_AVAILABLE`.
     pub fn append_records(
         &self,
         timeout: Duration,
@@ -144,7 +165,18 @@ impl ReplicaManager {
         callback: impl FnOnce(ProduceResponse) + Send + 'static,
     ) -> bool {
         let mut results = BTreeMap::new();
+        let mut refused = refusals(entries.iter().map(|(tp, _)| tp));
+        if self.is_shut_down() {
+            refused = entries
+                .iter()
+                .map(|(tp, _)| (tp.clone(), ErrorCode::BrokerNotAvailable))
+                .collect();
+        }
         for (tp, records) in entries {
+            if let Some(&error) = refused.get(&tp) {
+                results.insert(tp, Err(error));
+                continue;
+            }
             let result = self
                 .partitions
                 .get_partition_or_error(&tp)
@@ -199,17 +231,43 @@ impl ReplicaManager {
 
     /// Serves a fetch through `callback`: at once if it can be answered now
     /// (enough bytes, `max_wait` zero, an error), else when it can or
-    /// `max_wait` passes. A follower's fetch first records its position.
-    /// Returns whether it answered at once.
+    /// `max_wait` passes. A follower's fetch first records its position; a
+    /// fetch from a replica a partition does not have reads nothing there
+    /// and answers `NOT_LEADER_OR_FOLLOWER` for it. Returns whether it
+    /// answered at once.
+    ///
+    /// A partition named more than once answers `INVALID_REQUEST`, and the
+    /// fetch is answered at once; after [`shutdown`](Self::shutdown) every
+    /// partition answers `BROKER_NOT_AVAILABLE`.
     pub fn fetch_messages(
         &self,
         params: FetchParams,
         partitions: Vec<(TopicPartition, PartitionFetch)>,
         callback: impl FnOnce(FetchResponse) + Send + 'static,
     ) -> bool {
+        let mut refused = refusals(partitions.iter().map(|(tp, _)| tp));
+        if self.is_shut_down() {
+            refused = partitions
+                .iter()
+                .map(|(tp, _)| (tp.clone(), ErrorCode::BrokerNotAvailable))
+                .collect();
+        }
+        if !refused.is_empty() {
+            let (refused_parts, readable): (Vec<_>, Vec<_>) = partitions
+                .into_iter()
+                .partition(|(tp, _)| refused.contains_key(tp));
+            let mut response = read_partitions(&self.partitions, &params, &readable);
+            for (tp, fetch) in refused_parts {
+                let read = failed_read(refused[&tp], &fetch);
+                response.insert(tp, read);
+            }
+            callback(response);
+            return true;
+        }
         if let Some(replica) = params.replica_id {
             for (tp, fetch) in &partitions {
-                // A bad offset or unknown partition shows in the read below.
+                // An unknown partition or replica, or a bad offset, shows in
+                // the read (at once or at completion).
                 let _ = self.follower_fetch_ack(replica, tp, fetch.fetch_offset);
             }
         }
@@ -279,9 +337,28 @@ impl ReplicaManager {
         self.fetch.check_and_complete(tp);
     }
 
-    /// Shuts both purgatories down; returns how many operations were pending.
+    /// Shuts both purgatories down and answers every operation still
+    /// pending, so that no client waits for ever: a produce with its
+    /// partitions still waiting at `REQUEST_TIMED_OUT` (written here, not
+    /// known to be replicated), a fetch with what it can read now. Returns
+    /// how many were pending. Later produces and fetches answer
+    /// `BROKER_NOT_AVAILABLE`.
     pub fn shutdown(&self) -> usize {
-        self.produce.shutdown().len() + self.fetch.shutdown().len()
+        let produces = self.produce.shutdown();
+        let fetches = self.fetch.shutdown();
+        // Under the `Expire` policy they have been answered already.
+        for op in &produces {
+            op.force_complete();
+        }
+        for op in &fetches {
+            op.force_complete();
+        }
+        produces.len() + fetches.len()
+    }
+
+    /// Whether [`shutdown`](Self::shutdown) has been called.
+    pub fn is_shut_down(&self) -> bool {
+        self.produce.is_shut_down() || self.fetch.is_shut_down()
     }
 
     fn after_append(&self, tp: &TopicPartition, hw_advanced: bool) {
@@ -296,4 +373,16 @@ impl ReplicaManager {
         self.produce.check_and_complete(tp);
         self.fetch.check_and_complete(tp);
     }
+}
+
+/// The partitions named more than once in a request, each refused with
+/// `INVALID_REQUEST`: its entries disagree on what to do.
+fn refusals<'a>(
+    names: impl Iterator<Item = &'a TopicPartition>,
+) -> BTreeMap<TopicPartition, ErrorCode> {
+    let mut seen = BTreeSet::new();
+    names
+        .filter(|tp| !seen.insert(*tp))
+        .map(|tp| (tp.clone(), ErrorCode::InvalidRequest))
+        .collect()
 }

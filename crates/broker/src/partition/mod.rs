@@ -63,8 +63,9 @@ pub struct FollowerState {
 pub struct AppendInfo {
     /// Offset of the first record written.
     pub base_offset: u64,
-    /// Offset of the last record written.
-    pub last_offset: u64,
+    /// Offset of the last record written; `None` if there were no records
+    /// (an empty append, answered at `base_offset`, the log end).
+    pub last_offset: Option<u64>,
     /// Whether the append moved the HW (only with no follower in sync).
     pub hw_advanced: bool,
 }
@@ -131,29 +132,39 @@ pub struct Partition {
 impl Partition {
     /// A partition led by this broker, with the given followers (all in sync,
     /// LEO 0) and `min.insync.replicas`.
-    pub fn new(tp: TopicPartition, followers: &[ReplicaId], min_insync_replicas: usize) -> Self {
-        let followers = followers
-            .iter()
-            .map(|&id| {
-                (
-                    id,
-                    FollowerState {
-                        log_end_offset: 0,
-                        in_sync: true,
-                    },
-                )
-            })
-            .collect();
-        Partition {
+    ///
+    /// `INVALID_REPLICA_ASSIGNMENT` if a follower is [`LEADER_ID`] (this
+    /// broker) or is named twice; `INVALID_CONFIG` if `min_insync_replicas`
+    /// is 0 or more than the replicas (the leader and its followers), as no
+    /// `acks=-1` produce could then ever succeed.
+    pub fn new(
+        tp: TopicPartition,
+        followers: &[ReplicaId],
+        min_insync_replicas: usize,
+    ) -> Result<Self, ErrorCode> {
+        let mut states = BTreeMap::new();
+        for &id in followers {
+            let state = FollowerState {
+                log_end_offset: 0,
+                in_sync: true,
+            };
+            if id == LEADER_ID || states.insert(id, state).is_some() {
+                return Err(ErrorCode::InvalidReplicaAssignment);
+            }
+        }
+        if min_insync_replicas == 0 || min_insync_replicas > followers.len() + 1 {
+            return Err(ErrorCode::InvalidConfig);
+        }
+        Ok(Partition {
             tp,
             state: Mutex::new(PartitionState {
                 role: PartitionRole::Leader,
                 log: Log::new(),
                 high_watermark: 0,
-                followers,
+                followers: states,
                 min_insync_replicas,
             }),
-        }
+        })
     }
 
     /// The partition's name.
@@ -194,19 +205,19 @@ impl Partition {
         if acks_all && state.isr_size() < state.min_insync_replicas {
             return Err(ErrorCode::NotEnoughReplicas);
         }
-        // Appending nothing is a no-op the broker answers at the current end.
+        // Appending nothing is a no-op the broker answers at the current end,
+        // with nothing for the followers to replicate.
         let Some((base_offset, last_offset)) = state.log.append(records) else {
-            let leo = state.log.log_end_offset();
             return Ok(AppendInfo {
-                base_offset: leo,
-                last_offset: leo.saturating_sub(1),
+                base_offset: state.log.log_end_offset(),
+                last_offset: None,
                 hw_advanced: false,
             });
         };
         let hw_advanced = state.maybe_advance_hw();
         Ok(AppendInfo {
             base_offset,
-            last_offset,
+            last_offset: Some(last_offset),
             hw_advanced,
         })
     }
@@ -231,10 +242,12 @@ impl Partition {
         Ok(state.maybe_advance_hw())
     }
 
-    /// Puts a follower in or out of the ISR (Kafka's ISR expand and shrink).
-    /// Shrinking can advance the HW; returns whether it did.
+    /// Puts a follower in or out of the ISR (Kafka's ISR expand and shrink),
+    /// on the leader only. Shrinking can advance the HW; returns whether it
+    /// did.
     pub fn set_in_sync(&self, replica: ReplicaId, in_sync: bool) -> Result<bool, ErrorCode> {
         let mut state = self.state.lock();
+        state.leader_or_error()?;
         let follower = state
             .followers
             .get_mut(&replica)
@@ -325,14 +338,14 @@ mod tests {
     use super::*;
 
     fn partition() -> Partition {
-        Partition::new(TopicPartition::new("t", 0), &[1, 2], 2)
+        Partition::new(TopicPartition::new("t", 0), &[1, 2], 2).unwrap()
     }
 
     #[test]
     fn hw_is_min_leo_of_the_isr_and_never_moves_back() {
         let p = partition();
         let info = p.append(&Records::uniform(10, 10), true).unwrap();
-        assert_eq!((info.base_offset, info.last_offset), (0, 9));
+        assert_eq!((info.base_offset, info.last_offset), (0, Some(9)));
         assert!(!info.hw_advanced);
         assert_eq!(p.update_follower(1, 10), Ok(false));
         assert_eq!(p.high_watermark(), 0);
@@ -397,5 +410,44 @@ mod tests {
             p.read(3, 1000, FetchIsolation::HighWatermark).error,
             ErrorCode::OffsetOutOfRange
         );
+    }
+
+    #[test]
+    fn invalid_replica_sets_are_refused() {
+        let tp = || TopicPartition::new("t", 0);
+        let refused = |followers: &[ReplicaId], min_isr| {
+            Partition::new(tp(), followers, min_isr)
+                .map(|_| ())
+                .unwrap_err()
+        };
+        assert_eq!(
+            refused(&[LEADER_ID], 1),
+            ErrorCode::InvalidReplicaAssignment
+        );
+        assert_eq!(refused(&[1, 2, 1], 1), ErrorCode::InvalidReplicaAssignment);
+        assert_eq!(refused(&[1, 2], 0), ErrorCode::InvalidConfig);
+        assert_eq!(refused(&[1, 2], 4), ErrorCode::InvalidConfig);
+        assert_eq!(refused(&[], 2), ErrorCode::InvalidConfig);
+        assert!(Partition::new(tp(), &[1, 2], 3).is_ok());
+        assert!(Partition::new(tp(), &[], 1).is_ok());
+    }
+
+    #[test]
+    fn an_empty_append_writes_nothing_and_leaves_nothing_to_replicate() {
+        let p = partition();
+        let empty = p.append(&Records::default(), true).unwrap();
+        assert_eq!((empty.base_offset, empty.last_offset), (0, None));
+        p.append(&Records::uniform(3, 10), true).unwrap();
+        let empty = p.append(&Records::default(), true).unwrap();
+        assert_eq!((empty.base_offset, empty.last_offset), (3, None));
+        assert_eq!(p.log_end_offset(), 3);
+    }
+
+    #[test]
+    fn only_the_leader_changes_the_isr() {
+        let p = partition();
+        p.set_role(PartitionRole::Follower);
+        assert_eq!(p.set_in_sync(1, false), Err(ErrorCode::NotLeaderOrFollower));
+        assert_eq!(p.isr_size(), 3);
     }
 }

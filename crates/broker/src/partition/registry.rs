@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 
+use dashmap::mapref::entry::Entry;
 use dashmap::DashMap;
 
 use super::{Partition, PartitionRole, TopicPartition};
@@ -24,12 +25,15 @@ impl PartitionRegistry {
         Self::default()
     }
 
-    /// Hosts `partition` (replacing any partition of the same name).
-    pub fn insert(&self, partition: Partition) -> Arc<Partition> {
-        let partition = Arc::new(partition);
-        self.partitions
-            .insert(partition.topic_partition().clone(), Arc::clone(&partition));
-        partition
+    /// Hosts `partition`; `TOPIC_ALREADY_EXISTS` if one of that name is
+    /// hosted (operations waiting on it would otherwise go on waiting for
+    /// offsets of a log that is gone). Through
+    /// [`ReplicaManager::add_partition`](crate::ReplicaManager::add_partition).
+    pub(crate) fn insert(&self, partition: Partition) -> Result<Arc<Partition>, ErrorCode> {
+        match self.partitions.entry(partition.topic_partition().clone()) {
+            Entry::Occupied(_) => Err(ErrorCode::TopicAlreadyExists),
+            Entry::Vacant(vacant) => Ok(Arc::clone(vacant.insert(Arc::new(partition)).value())),
+        }
     }
 
     /// The partition `tp` whatever its role, if hosted.
@@ -37,8 +41,10 @@ impl PartitionRegistry {
         self.partitions.get(tp).map(|p| Arc::clone(p.value()))
     }
 
-    /// Stops hosting `tp`.
-    pub fn remove(&self, tp: &TopicPartition) -> Option<Arc<Partition>> {
+    /// Stops hosting `tp`. Through
+    /// [`ReplicaManager::remove_partition`](crate::ReplicaManager::remove_partition),
+    /// which answers the operations waiting on it.
+    pub(crate) fn remove(&self, tp: &TopicPartition) -> Option<Arc<Partition>> {
         self.partitions.remove(tp).map(|(_, p)| p)
     }
 
@@ -58,7 +64,7 @@ mod tests {
     use super::*;
 
     fn partition() -> Partition {
-        Partition::new(TopicPartition::new("t", 0), &[1, 2], 2)
+        Partition::new(TopicPartition::new("t", 0), &[1, 2], 2).unwrap()
     }
 
     #[test]
@@ -69,8 +75,12 @@ mod tests {
             registry.get_partition_or_error(&tp).unwrap_err(),
             ErrorCode::UnknownTopicOrPartition
         );
-        let p = registry.insert(partition());
+        let p = registry.insert(partition()).unwrap();
         assert!(registry.get_partition_or_error(&tp).is_ok());
+        assert_eq!(
+            registry.insert(partition()).map(|_| ()),
+            Err(ErrorCode::TopicAlreadyExists)
+        );
         p.set_role(PartitionRole::Offline);
         assert_eq!(
             registry.get_partition_or_error(&tp).unwrap_err(),
