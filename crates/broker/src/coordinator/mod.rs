@@ -176,7 +176,9 @@ impl GroupCoordinator {
 
     /// Adds `member` to `group` (creating the group if needed), or replaces it
     /// if present; bumps the generation and arms its first heartbeat
-    /// expectation, due `session_timeout` from now.
+    /// expectation, due `session_timeout` from now. After
+    /// [`shutdown`](Self::shutdown), `COORDINATOR_NOT_AVAILABLE`, and
+    /// nothing changes.
     pub fn join_group(
         &self,
         group: &GroupId,
@@ -186,12 +188,13 @@ impl GroupCoordinator {
         if session_timeout.is_zero() {
             return Err(ErrorCode::InvalidSessionTimeout);
         }
+        self.inner.active()?;
         let group = self.add_group(group.clone());
         let _guard = group.lock();
         let now = self.now_ms();
         let result = group.with_state(|state| {
             let token = state.next_token();
-            state.members.insert(
+            let replaced = state.members.insert(
                 member.clone(),
                 Member {
                     id: member.clone(),
@@ -206,25 +209,40 @@ impl GroupCoordinator {
                 generation: state.generation,
                 members: state.members.len(),
             };
-            (joined, token)
+            (joined, token, replaced)
         });
-        let (result, token) = result;
+        let (result, token, replaced) = result;
+        let key = MemberKey::new(group.id().clone(), member.clone());
+        if let Err(error) =
+            self.inner
+                .complete_and_schedule_next(&group, key, token, session_timeout)
+        {
+            // Shut down meanwhile: the join did not happen, as no
+            // expectation could be armed for the member.
+            group.with_state(|state| {
+                state.generation -= 1;
+                match replaced {
+                    Some(previous) => state.members.insert(member.clone(), previous),
+                    None => state.members.remove(member),
+                }
+            });
+            return Err(error);
+        }
         debug!(
             "Member {member} joined group {}, generation {}",
             group.id(),
             result.generation
         );
-        let key = MemberKey::new(group.id().clone(), member.clone());
-        self.inner
-            .complete_and_schedule_next(&group, key, token, session_timeout);
         Ok(result)
     }
 
     /// Handles a heartbeat: `UNKNOWN_MEMBER_ID` if the member is not in the
     /// group (it was evicted, or never joined), else resets its session timer.
+    /// After [`shutdown`](Self::shutdown), `COORDINATOR_NOT_AVAILABLE`.
     pub fn heartbeat(&self, group: &GroupId, member: &MemberId) -> Result<(), ErrorCode> {
         let Some(group) = self.group(group) else {
             self.inner.heartbeats.increment();
+            self.inner.active()?;
             return Err(ErrorCode::GroupIdNotFound);
         };
         self.heartbeat_in(&group, member)
@@ -242,6 +260,7 @@ impl GroupCoordinator {
         if !group.reports_to(&self.inner) {
             return Err(ErrorCode::GroupIdNotFound);
         }
+        self.inner.active()?;
         // The member's watch list is the next cold memory after its entry
         // in the group: start fetching its way in while the group lock and
         // the member table are taken.
@@ -260,8 +279,7 @@ impl GroupCoordinator {
         });
         let (token, session_timeout) = renewed.ok_or(ErrorCode::UnknownMemberId)?;
         self.inner
-            .complete_and_schedule_next(group, key, token, session_timeout);
-        Ok(())
+            .complete_and_schedule_next(group, key, token, session_timeout)
     }
 
     /// A member leaves on its own: removed (a rebalance) and its heartbeat
@@ -321,7 +339,9 @@ impl GroupCoordinator {
     }
 
     /// Shuts the heartbeat purgatory down; returns how many expectations were
-    /// still pending (they get no callbacks).
+    /// still pending (they get no callbacks). Joins and heartbeats then
+    /// answer `COORDINATOR_NOT_AVAILABLE`: no member could be evicted any
+    /// more.
     pub fn shutdown(&self) -> usize {
         self.inner.purgatory.shutdown().len()
     }
@@ -339,15 +359,26 @@ impl fmt::Debug for GroupCoordinator {
 }
 
 impl CoordinatorInner {
+    /// `COORDINATOR_NOT_AVAILABLE` once shut down (Kafka's `isActive`).
+    fn active(&self) -> Result<(), ErrorCode> {
+        if self.purgatory.is_shut_down() {
+            Err(ErrorCode::CoordinatorNotAvailable)
+        } else {
+            Ok(())
+        }
+    }
+
     /// Kafka's `completeAndScheduleNextHeartbeatExpiration`; the caller holds
     /// the group lock and has just given the member of `key` the new `token`.
+    /// `COORDINATOR_NOT_AVAILABLE` if the purgatory is shut down, so that no
+    /// member stays without an expectation unknown to its caller.
     fn complete_and_schedule_next(
         &self,
         group: &Arc<Group>,
         key: MemberKey,
         token: u64,
         session_timeout: Duration,
-    ) {
+    ) -> Result<(), ErrorCode> {
         let member = &key.member;
         let op = DelayedHeartbeat::new(Arc::clone(group), member.clone(), token, session_timeout);
         let op = Operation::with_lock(op, group.operation_lock());
@@ -356,12 +387,14 @@ impl CoordinatorInner {
         // orders mean the same), so the member's watch list never empties
         // in between and is not dropped and rebuilt on every heartbeat.
         if let Err(err) = self.purgatory.try_complete_else_watch(op, [key.clone()]) {
-            // Only after shutdown: the member then simply is never evicted.
+            // Only after shutdown, which dropped every expectation.
             debug!("heartbeat expectation for {member} not armed: {err}");
+            return Err(ErrorCode::CoordinatorNotAvailable);
         }
         // The new token satisfies the pending expectation: complete it (the
         // new one, made with that token, stays).
         self.purgatory.check_and_complete(&key);
+        Ok(())
     }
 }
 

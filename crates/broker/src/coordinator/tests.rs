@@ -118,3 +118,31 @@ fn unknown_group_and_bad_session() {
         Err(ErrorCode::InvalidSessionTimeout)
     );
 }
+
+#[test]
+fn after_shutdown_joins_and_heartbeats_are_refused() {
+    let (clock, coordinator, group, member) = setup(500);
+    assert_eq!(coordinator.shutdown(), 1);
+    let late = MemberId::new("late");
+    let session = Duration::from_millis(500);
+    assert_eq!(
+        coordinator.join_group(&group, &late, session),
+        Err(ErrorCode::CoordinatorNotAvailable)
+    );
+    assert_eq!(
+        coordinator.join_group(&GroupId::new("new"), &late, session),
+        Err(ErrorCode::CoordinatorNotAvailable)
+    );
+    assert_eq!(
+        coordinator.heartbeat(&group, &member),
+        Err(ErrorCode::CoordinatorNotAvailable)
+    );
+    let g = coordinator.group(&group).unwrap();
+    assert_eq!(
+        (g.member_count(), g.generation()),
+        (1, 1),
+        "nothing changed"
+    );
+    advance(&clock, &coordinator, 1_000);
+    assert_eq!(coordinator.eviction_count(), 0);
+}
