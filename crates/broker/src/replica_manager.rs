@@ -165,13 +165,7 @@ impl ReplicaManager {
         callback: impl FnOnce(ProduceResponse) + Send + 'static,
     ) -> bool {
         let mut results = BTreeMap::new();
-        let mut refused = refusals(entries.iter().map(|(tp, _)| tp));
-        if self.is_shut_down() {
-            refused = entries
-                .iter()
-                .map(|(tp, _)| (tp.clone(), ErrorCode::BrokerNotAvailable))
-                .collect();
-        }
+        let refused = self.refusals(entries.iter().map(|(tp, _)| tp));
         for (tp, records) in entries {
             if let Some(&error) = refused.get(&tp) {
                 results.insert(tp, Err(error));
@@ -245,13 +239,7 @@ impl ReplicaManager {
         partitions: Vec<(TopicPartition, PartitionFetch)>,
         callback: impl FnOnce(FetchResponse) + Send + 'static,
     ) -> bool {
-        let mut refused = refusals(partitions.iter().map(|(tp, _)| tp));
-        if self.is_shut_down() {
-            refused = partitions
-                .iter()
-                .map(|(tp, _)| (tp.clone(), ErrorCode::BrokerNotAvailable))
-                .collect();
-        }
+        let refused = self.refusals(partitions.iter().map(|(tp, _)| tp));
         if !refused.is_empty() {
             let (refused_parts, readable): (Vec<_>, Vec<_>) = partitions
                 .into_iter()
@@ -361,6 +349,25 @@ impl ReplicaManager {
         self.produce.is_shut_down() || self.fetch.is_shut_down()
     }
 
+    /// The partitions of a request that it refuses, and why: every one once
+    /// shut down (`BROKER_NOT_AVAILABLE`), else those named more than once
+    /// (`INVALID_REQUEST`: their entries disagree on what to do).
+    fn refusals<'a>(
+        &self,
+        names: impl Iterator<Item = &'a TopicPartition>,
+    ) -> BTreeMap<TopicPartition, ErrorCode> {
+        if self.is_shut_down() {
+            return names
+                .map(|tp| (tp.clone(), ErrorCode::BrokerNotAvailable))
+                .collect();
+        }
+        let mut seen = BTreeSet::new();
+        names
+            .filter(|tp| !seen.insert(*tp))
+            .map(|tp| (tp.clone(), ErrorCode::InvalidRequest))
+            .collect()
+    }
+
     fn after_append(&self, tp: &TopicPartition, hw_advanced: bool) {
         // Followers long-poll up to the log end, which just moved.
         self.fetch.check_and_complete(tp);
@@ -373,16 +380,4 @@ impl ReplicaManager {
         self.produce.check_and_complete(tp);
         self.fetch.check_and_complete(tp);
     }
-}
-
-/// The partitions named more than once in a request, each refused with
-/// `INVALID_REQUEST`: its entries disagree on what to do.
-fn refusals<'a>(
-    names: impl Iterator<Item = &'a TopicPartition>,
-) -> BTreeMap<TopicPartition, ErrorCode> {
-    let mut seen = BTreeSet::new();
-    names
-        .filter(|tp| !seen.insert(*tp))
-        .map(|tp| (tp.clone(), ErrorCode::InvalidRequest))
-        .collect()
 }
