@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
+use parking_lot::RwLock;
 
 /// What a clock calls when it moves by hand; see [`Clock::subscribe`].
 pub type OnMove = dyn Fn() + Send + Sync;
@@ -44,9 +44,10 @@ pub trait Clock: Send + Sync + fmt::Debug + 'static {
     /// that a thread sleeping until a reading (a timer's `advance_clock`, a
     /// [`DelayQueue`](crate::DelayQueue) poll) looks again at once instead
     /// of when its real-time wait ends. The clock holds `on_move` weakly:
-    /// dropping it unsubscribes. A clock that moves with real time needs
-    /// nothing (the default), as a sleeper wakes when the reading it waits
-    /// for comes.
+    /// dropping it unsubscribes. `on_move` runs on the thread that moved
+    /// the clock; it must be quick and must not subscribe to this clock. A
+    /// clock that moves with real time needs nothing (the default), as a
+    /// sleeper wakes when the reading it waits for comes.
     fn subscribe(&self, on_move: Weak<OnMove>) {
         let _ = on_move;
     }
@@ -115,9 +116,11 @@ pub struct ManualClock {
 struct ManualTime {
     nanos: AtomicU64,
     /// Whether `subscribers` may hold a live one: moving a clock nobody
-    /// sleeps on takes no lock.
+    /// subscribed to takes no lock.
     any_subscriber: AtomicBool,
-    subscribers: Mutex<Vec<Weak<OnMove>>>,
+    /// Read-locked by every move (a simulation moves the clock every
+    /// millisecond), write-locked only to subscribe.
+    subscribers: RwLock<Vec<Weak<OnMove>>>,
 }
 
 impl ManualClock {
@@ -169,19 +172,17 @@ impl ManualClock {
     }
 
     /// Tells the subscribers that the clock moved (after the move, so that
-    /// a sleeper they wake reads the new time), forgetting those gone. The
-    /// calls run outside the list's lock: one may subscribe again.
+    /// a sleeper they wake reads the new time). The calls run under the
+    /// list's read lock: an `on_move` must not subscribe (see
+    /// [`Clock::subscribe`]).
     fn moved(&self) {
         if !self.shared.any_subscriber.load(Ordering::Acquire) {
             return;
         }
-        let live: Vec<Arc<OnMove>> = {
-            let mut subscribers = self.shared.subscribers.lock();
-            subscribers.retain(|s| s.strong_count() > 0);
-            subscribers.iter().filter_map(Weak::upgrade).collect()
-        };
-        for on_move in live {
-            on_move();
+        for on_move in self.shared.subscribers.read().iter() {
+            if let Some(on_move) = on_move.upgrade() {
+                on_move();
+            }
         }
     }
 }
@@ -192,7 +193,7 @@ impl Clock for ManualClock {
     }
 
     fn subscribe(&self, on_move: Weak<OnMove>) {
-        let mut subscribers = self.shared.subscribers.lock();
+        let mut subscribers = self.shared.subscribers.write();
         // Forget those gone here too: clocks whose timers come and go
         // without the clock moving would keep them all.
         subscribers.retain(|s| s.strong_count() > 0);

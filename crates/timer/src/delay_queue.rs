@@ -17,15 +17,20 @@
 //! - An item is *due* when the clock's millisecond reading is at least its
 //!   expiration: never earlier. Every method decides it so; an expiration
 //!   past the last millisecond a clock can read is never due.
-//! - A waiter reads the clock with the state locked and sleeps releasing
-//!   that lock; a clock moved by hand takes the lock before it notifies
-//!   (see [`Clock::subscribe`]). So a waiter either reads the new time or
-//!   is asleep when the notice comes: no move is missed.
+//! - A waiter counts itself in `sleepers`, then (after a fence) reads the
+//!   clock with the state locked and sleeps releasing that lock; a clock
+//!   moved by hand (see [`Clock::subscribe`]) moves, then (after a fence)
+//!   looks at `sleepers`, and if any takes the lock before it notifies. By
+//!   the two fences, either the move finds the waiter counted, or the
+//!   waiter reads the new time; counted, it is either asleep when the
+//!   notice comes or still holds the lock, and reads the new time next. No
+//!   move is missed, and a move nobody waits for costs no lock.
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::atomic::{fence, AtomicUsize, Ordering as AtomicOrdering};
+use std::sync::{Arc, Once};
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
@@ -52,7 +57,12 @@ pub struct DelayQueue<T> {
     waits: Arc<Waits<T>>,
     clock: Arc<dyn Clock>,
     /// Called by the clock when it moves by hand; the clock holds it weakly.
-    _on_move: Arc<OnMove>,
+    on_move: Arc<OnMove>,
+    /// Subscribes `on_move` before the first wait that may sleep (never
+    /// under the state lock: a move calls `on_move` under the clock's
+    /// list lock, and `on_move` takes the state lock). A queue only ever
+    /// polled, like a wheel's, never subscribes.
+    subscribed: Once,
 }
 
 /// The queue's state and what its waiters sleep on, shared with the
@@ -60,6 +70,8 @@ pub struct DelayQueue<T> {
 struct Waits<T> {
     state: Mutex<State<T>>,
     changed: Condvar,
+    /// Threads inside a wait (see the module's invariants).
+    sleepers: AtomicUsize,
 }
 
 struct State<T> {
@@ -111,22 +123,28 @@ impl<T: Send + 'static> DelayQueue<T> {
                 closed: false,
             }),
             changed: Condvar::new(),
+            sleepers: AtomicUsize::new(0),
         });
         let weak = Arc::downgrade(&waits);
         let on_move: Arc<OnMove> = Arc::new(move || {
-            if let Some(waits) = weak.upgrade() {
-                // Taken and let go before notifying: a waiter between its
-                // reading of the clock and its sleep holds it (see the
-                // module's invariants).
-                drop(waits.state.lock());
-                waits.changed.notify_all();
+            let Some(waits) = weak.upgrade() else {
+                return;
+            };
+            // After the move, before looking (see the module's invariants).
+            fence(AtomicOrdering::SeqCst);
+            if waits.sleepers.load(AtomicOrdering::Relaxed) == 0 {
+                return;
             }
+            // Taken and let go before notifying: a waiter between its
+            // reading of the clock and its sleep holds it.
+            drop(waits.state.lock());
+            waits.changed.notify_all();
         });
-        clock.subscribe(Arc::downgrade(&on_move));
         DelayQueue {
             waits,
             clock,
-            _on_move: on_move,
+            on_move,
+            subscribed: Once::new(),
         }
     }
 }
@@ -169,6 +187,7 @@ impl<T> DelayQueue<T> {
     /// it. Returns `None` on timeout, on [`wake`](Self::wake) and once the
     /// queue is closed.
     pub fn poll(&self, timeout: Duration) -> Option<(u64, T)> {
+        self.subscribe_before_sleeping(timeout);
         let mut state = self.waits.state.lock();
         if self.wait_due(&mut state, timeout) {
             Self::pop_due(&mut state, self.clock.now_ms())
@@ -183,8 +202,17 @@ impl<T> DelayQueue<T> {
     /// [`wake`](Self::wake), or when the queue is closed. Wakes early when an
     /// earlier item is offered, and then waits for that one instead.
     pub fn wait_until_due(&self, timeout: Duration) -> bool {
+        self.subscribe_before_sleeping(timeout);
         let mut state = self.waits.state.lock();
         self.wait_due(&mut state, timeout)
+    }
+
+    /// See `subscribed`; a zero timeout never sleeps.
+    fn subscribe_before_sleeping(&self, timeout: Duration) {
+        if !timeout.is_zero() {
+            self.subscribed
+                .call_once(|| self.clock.subscribe(Arc::downgrade(&self.on_move)));
+        }
     }
 
     /// The expiration of the head item, due or not.
@@ -247,6 +275,9 @@ impl<T> DelayQueue<T> {
     ) -> bool {
         let give_up = Instant::now().checked_add(timeout);
         let wakes = state.wakes;
+        // A zero timeout never sleeps (see below), so a clock driven by hand
+        // with `advance_clock(ZERO)` pays nothing for its wake-ups.
+        let _counted = (!timeout.is_zero()).then(|| Sleeper::count(&self.waits.sleepers));
         loop {
             if state.closed || state.wakes != wakes {
                 return false;
@@ -281,6 +312,24 @@ impl<T> DelayQueue<T> {
                 None => self.waits.changed.wait(state),
             }
         }
+    }
+}
+
+/// A thread counted in `sleepers` until dropped; counted, then fenced,
+/// before it reads the clock (see the module's invariants).
+struct Sleeper<'a>(&'a AtomicUsize);
+
+impl<'a> Sleeper<'a> {
+    fn count(sleepers: &'a AtomicUsize) -> Self {
+        sleepers.fetch_add(1, AtomicOrdering::Relaxed);
+        fence(AtomicOrdering::SeqCst);
+        Sleeper(sleepers)
+    }
+}
+
+impl Drop for Sleeper<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, AtomicOrdering::Relaxed);
     }
 }
 
