@@ -27,7 +27,7 @@ use broker::{
 };
 use clap::Parser;
 use examples::fetch_args::{FetchArgs, FETCH_MAX_BYTES};
-use examples::Timeline;
+use examples::{outln, Timeline};
 use timer::Clock;
 
 struct Script {
@@ -72,7 +72,7 @@ impl Script {
                 flag.store(true, Ordering::Relaxed);
                 let now = clock.now_ms();
                 for (tp, read) in response {
-                    println!(
+                    outln!(
                         "t={now:>4} ms  {name} answered after {} ms: {tp} {}, records {}..{} ({} bytes), high watermark {}",
                         now - asked,
                         read.error.name(),
@@ -86,7 +86,7 @@ impl Script {
         );
         if !answered_at_once {
             let p = self.rm.fetch_purgatory();
-            println!(
+            outln!(
                 "            -> waiting (fetch purgatory watched {}, delayed {})",
                 p.watched(),
                 p.delayed()
@@ -134,9 +134,9 @@ fn main() -> ExitCode {
     // No follower: the high watermark follows the log end at once.
     t.rm.add_partition(tp.clone(), &[], 1);
     let s = Script { t, tp, args };
-    println!("Partition events-0 led here, no followers (high watermark = log end).\n");
+    outln!("Partition events-0 led here, no followers (high watermark = log end).\n");
 
-    println!("1. Completion by the append that reaches min_bytes");
+    outln!("1. Completion by the append that reaches min_bytes");
     let answered = s.fetch("fetch #1", 0);
     let mut now = 0;
     while !answered.load(Ordering::Relaxed) {
@@ -148,7 +148,7 @@ fn main() -> ExitCode {
         s.append();
     }
 
-    println!("\n2. max_wait passes first: the answer holds what is there");
+    outln!("\n2. max_wait passes first: the answer holds what is there");
     let start = now;
     s.fetch("fetch #2", s.log_end_offset());
     for k in 1..=slow_appends {
@@ -161,14 +161,14 @@ fn main() -> ExitCode {
     now = start + max_wait;
     s.at(now);
 
-    println!("\n3. Leadership moves away while a fetch waits");
+    outln!("\n3. Leadership moves away while a fetch waits");
     s.fetch("fetch #3", s.log_end_offset());
     s.at(now + interval / 2);
     s.say("events-0's leadership moves to another broker");
     s.rm.set_partition_role(&s.tp, PartitionRole::Follower);
 
     let p = s.rm.fetch_purgatory();
-    println!(
+    outln!(
         "\nFetch purgatory at the end: watched {}, delayed {}.",
         p.watched(),
         p.delayed()
