@@ -10,7 +10,8 @@
 //! every run) and prints what happens and when (figures for the defaults):
 //! 1. a consumer fetch with `min_bytes` 1000 waits while a producer appends
 //!    300 bytes every 100 ms, and is answered by the append that brings the
-//!    readable bytes to 1200 (or at `max_wait`, if that comes first);
+//!    readable bytes to 1200 (flags for which that append would not come
+//!    before `max_wait` are refused, exit code 2);
 //! 2. the next fetch never sees `min_bytes`: the producer appends half as
 //!    much (two appends, 600 bytes), and at `max_wait` (500 ms) the fetch is
 //!    answered with what is there;
@@ -128,7 +129,7 @@ fn main() -> ExitCode {
     let (interval, max_wait) = (args.append_interval_ms, args.max_wait_ms);
     // Phase 2 appends about half of what min_bytes needs, so it never
     // reaches it.
-    let slow_appends = args.min_bytes.div_ceil(args.bytes_per_append()) / 2;
+    let slow_appends = args.appends_to_min_bytes() / 2;
     let t = Timeline::new();
     let tp = TopicPartition::new("events", 0);
     // No follower: the high watermark follows the log end at once.

@@ -219,6 +219,12 @@ fn fetch_refuses_bad_input() {
             &["--max-wait-ms", "60000", "--append-interval-ms", "1"],
             "appends per wait) must be at most 1000",
         ),
+        (
+            &["--append-interval-ms", "60000", "--max-wait-ms", "1"],
+            "--append-interval-ms × the appends that reach --min-bytes (60000 × 4 = 240000 ms, \
+             at 300 bytes per append of --records-per-append × --record-bytes) must be less than \
+             --max-wait-ms (1)",
+        ),
     ];
     for (args, expected) in cases {
         assert_refused("fetch", args, expected);
