@@ -147,3 +147,24 @@ fn invalid_configs_are_errors() {
     };
     assert!(matches!(run(&config, |_| {}), Err(SimError::Config(_))));
 }
+
+#[test]
+fn the_summary_counts_the_threads_that_handled_heartbeats() {
+    // A few heartbeats per millisecond: every run is too small to share,
+    // so the engine's thread handles them all, whatever the pool's size.
+    let config = SimConfig {
+        handler_threads: 64,
+        ..healthy(4)
+    };
+    let summary = run(&config, |_| {}).unwrap();
+    assert!(summary.heartbeats > 0);
+    assert_eq!(summary.handler_threads_used, 1);
+    assert!(
+        summary
+            .to_string()
+            .contains("), handled by 1 request-handler thread\n"),
+        "{summary}"
+    );
+    assert!(summary.to_json().contains("\"handler_threads\":64,"));
+    assert!(summary.to_json().ends_with(",\"handler_threads_used\":1}"));
+}
