@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! cargo run --release --example async_produce
+//! cargo run --release --example async_produce -- --help
 //! ```
 //!
 //! Each request handler is a tokio task: it appends to one to three
@@ -17,12 +18,18 @@
 //!
 //! The purgatory crate depends on no async runtime: `completion()` is a
 //! plain `Future` woken by the purgatory call that ends the operation.
+//!
+//! It takes no parameters: any argument but `--help` is refused with exit
+//! code 2 before anything runs.
 
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use clap::Parser;
+use examples::async_produce_args::AsyncProduceArgs;
+use examples::outln;
 use purgatory::{DelayedOperation, Operation, Outcome, Purgatory};
 
 /// Partitions of the topic; the last one's follower lags.
@@ -243,14 +250,14 @@ async fn run() -> Result<(), String> {
 
 fn report(purgatory: &ProducePurgatory, answers: &[Answer], took: Duration) -> Result<(), String> {
     let ways = [Outcome::Completed, Outcome::Expired, Outcome::Cancelled];
-    println!(
+    outln!(
         "{} produce requests over {} partitions in {} ms (timeout {} ms, partition {LAGGING} lagging)",
         answers.len(),
         PARTITIONS,
         took.as_millis(),
         TIMEOUT.as_millis()
     );
-    println!("outcome      requests   p50 ms   p99 ms   max ms");
+    outln!("outcome      requests   p50 ms   p99 ms   max ms");
     let mut all: Vec<Duration> = answers.iter().map(|a| a.latency).collect();
     all.sort_unstable();
     for way in ways {
@@ -260,7 +267,7 @@ fn report(purgatory: &ProducePurgatory, answers: &[Answer], took: Duration) -> R
             .map(|a| a.latency)
             .collect();
         latencies.sort_unstable();
-        println!(
+        outln!(
             "{:<12} {:>8} {:>8} {:>8} {:>8}",
             format!("{way:?}"),
             latencies.len(),
@@ -269,7 +276,7 @@ fn report(purgatory: &ProducePurgatory, answers: &[Answer], took: Duration) -> R
             ms(latencies.last().copied().unwrap_or_default())
         );
     }
-    println!(
+    outln!(
         "{:<12} {:>8} {:>8} {:>8} {:>8}",
         "all",
         all.len(),
@@ -278,7 +285,7 @@ fn report(purgatory: &ProducePurgatory, answers: &[Answer], took: Duration) -> R
         ms(all.last().copied().unwrap_or_default())
     );
     let stats = purgatory.stats();
-    println!("purgatory: {stats:?}");
+    outln!("purgatory: {stats:?}");
 
     let count = |way| answers.iter().filter(|a| a.outcome == way).count();
     let resolved: usize = ways.iter().map(|&w| count(w)).sum();
@@ -312,6 +319,7 @@ fn report(purgatory: &ProducePurgatory, answers: &[Answer], took: Duration) -> R
 }
 
 fn main() -> ExitCode {
+    AsyncProduceArgs::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_time()

@@ -8,6 +8,7 @@
 //! [`UsageError`] that the program prints the same way.
 
 use std::fmt;
+use std::io::{self, Write};
 use std::process::ExitCode;
 
 /// The exit code of a refused command line (clap's own usage errors use it too).
@@ -86,6 +87,32 @@ impl UsageError {
         eprintln!("error: {self}");
         ExitCode::from(USAGE_EXIT_CODE)
     }
+}
+
+/// Writes `args` to stdout. A reader that has gone away (`| head -1`)
+/// wants no more output: the program then ends quietly with exit code 0, as
+/// a shell tool does, rather than panicking. Any other write error ends it
+/// with a message and exit code 1.
+pub fn write_stdout(args: fmt::Arguments<'_>) {
+    if let Err(err) = io::stdout().lock().write_fmt(args) {
+        if err.kind() == io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("error: cannot write to stdout: {err}");
+        std::process::exit(1);
+    }
+}
+
+/// `println!` through [`write_stdout`]: every line the programs print goes
+/// through it, from whichever thread prints it.
+#[macro_export]
+macro_rules! outln {
+    () => {
+        $crate::cli::write_stdout(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::cli::write_stdout(format_args!("{}\n", format_args!($($arg)*)))
+    };
 }
 
 #[cfg(test)]

@@ -27,6 +27,7 @@ use std::time::Instant;
 use broker::simulation;
 use clap::Parser;
 use examples::heartbeat_args::HeartbeatArgs;
+use examples::outln;
 
 fn main() -> ExitCode {
     let args = HeartbeatArgs::parse();
@@ -34,11 +35,16 @@ fn main() -> ExitCode {
         Ok(config) => config,
         Err(err) => return err.report(),
     };
+    let mut chart = match args.plot.as_deref().map(examples::plot::create_svg) {
+        None => None,
+        Some(Ok(file)) => Some(file),
+        Some(Err(err)) => return err.report(),
+    };
     examples::init_logging();
     for warning in config.warnings() {
         eprintln!("warning: {warning}");
     }
-    println!(
+    outln!(
         "consumer_heartbeat: {} consumers in {} groups, heartbeat {} ms ± {} ms, session timeout {} ms, \
          crash rate {}, stall rate {}, {} s {} (seed {})",
         config.consumers,
@@ -58,27 +64,27 @@ fn main() -> ExitCode {
     );
     let started = Instant::now();
     let (summary, recording) =
-        match simulation::run_recorded(&config, |progress| println!("{progress}")) {
+        match simulation::run_recorded(&config, |progress| outln!("{progress}")) {
             Ok(run) => run,
             Err(err) => {
                 eprintln!("error: {err}");
                 return ExitCode::from(2);
             }
         };
-    println!(
+    outln!(
         "wall time          {:.2} s",
         started.elapsed().as_secs_f64()
     );
-    println!("{summary}");
-    if let Some(path) = &args.plot {
-        if let Err(err) = examples::plot::write_svg(path, &summary, &recording) {
+    outln!("{summary}");
+    if let (Some(path), Some(file)) = (&args.plot, &mut chart) {
+        if let Err(err) = examples::plot::write_svg(file, &summary, &recording) {
             eprintln!("error: cannot write the chart to {}: {err}", path.display());
             return ExitCode::FAILURE;
         }
         eprintln!("chart written to {}", path.display());
     }
     if args.json {
-        println!("{}", summary.to_json());
+        outln!("{}", summary.to_json());
     }
     ExitCode::SUCCESS
 }

@@ -10,7 +10,8 @@
 //! every run) and prints what happens and when (figures for the defaults):
 //! 1. a consumer fetch with `min_bytes` 1000 waits while a producer appends
 //!    300 bytes every 100 ms, and is answered by the append that brings the
-//!    readable bytes to 1200 (or at `max_wait`, if that comes first);
+//!    readable bytes to 1200 (flags for which that append would not come
+//!    before `max_wait` are refused, exit code 2);
 //! 2. the next fetch never sees `min_bytes`: the producer appends half as
 //!    much (two appends, 600 bytes), and at `max_wait` (500 ms) the fetch is
 //!    answered with what is there;
@@ -27,7 +28,7 @@ use broker::{
 };
 use clap::Parser;
 use examples::fetch_args::{FetchArgs, FETCH_MAX_BYTES};
-use examples::Timeline;
+use examples::{outln, Timeline};
 use timer::Clock;
 
 struct Script {
@@ -72,7 +73,7 @@ impl Script {
                 flag.store(true, Ordering::Relaxed);
                 let now = clock.now_ms();
                 for (tp, read) in response {
-                    println!(
+                    outln!(
                         "t={now:>4} ms  {name} answered after {} ms: {tp} {}, records {}..{} ({} bytes), high watermark {}",
                         now - asked,
                         read.error.name(),
@@ -86,7 +87,7 @@ impl Script {
         );
         if !answered_at_once {
             let p = self.rm.fetch_purgatory();
-            println!(
+            outln!(
                 "            -> waiting (fetch purgatory watched {}, delayed {})",
                 p.watched(),
                 p.delayed()
@@ -128,16 +129,16 @@ fn main() -> ExitCode {
     let (interval, max_wait) = (args.append_interval_ms, args.max_wait_ms);
     // Phase 2 appends about half of what min_bytes needs, so it never
     // reaches it.
-    let slow_appends = args.min_bytes.div_ceil(args.bytes_per_append()) / 2;
+    let slow_appends = args.appends_to_min_bytes() / 2;
     let t = Timeline::new();
     let tp = TopicPartition::new("events", 0);
     // No follower: the high watermark follows the log end at once.
     t.rm.add_partition(tp.clone(), &[], 1)
         .expect("a new partition led alone is valid");
     let s = Script { t, tp, args };
-    println!("Partition events-0 led here, no followers (high watermark = log end).\n");
+    outln!("Partition events-0 led here, no followers (high watermark = log end).\n");
 
-    println!("1. Completion by the append that reaches min_bytes");
+    outln!("1. Completion by the append that reaches min_bytes");
     let answered = s.fetch("fetch #1", 0);
     let mut now = 0;
     while !answered.load(Ordering::Relaxed) {
@@ -149,7 +150,7 @@ fn main() -> ExitCode {
         s.append();
     }
 
-    println!("\n2. max_wait passes first: the answer holds what is there");
+    outln!("\n2. max_wait passes first: the answer holds what is there");
     let start = now;
     s.fetch("fetch #2", s.log_end_offset());
     for k in 1..=slow_appends {
@@ -162,14 +163,14 @@ fn main() -> ExitCode {
     now = start + max_wait;
     s.at(now);
 
-    println!("\n3. Leadership moves away while a fetch waits");
+    outln!("\n3. Leadership moves away while a fetch waits");
     s.fetch("fetch #3", s.log_end_offset());
     s.at(now + interval / 2);
     s.say("events-0's leadership moves to another broker");
     s.rm.set_partition_role(&s.tp, PartitionRole::Follower);
 
     let p = s.rm.fetch_purgatory();
-    println!(
+    outln!(
         "\nFetch purgatory at the end: watched {}, delayed {}.",
         p.watched(),
         p.delayed()

@@ -34,7 +34,10 @@ pub struct FetchArgs {
 }
 
 impl FetchArgs {
-    /// Checks across flags: a bounded number of appends per wait.
+    /// Checks across flags: a bounded number of appends per wait, and a
+    /// first fetch that an append completes before its `max_wait` (the
+    /// story of the script's first phase; its second shows `max_wait`
+    /// passing first).
     pub fn check(&self) -> Result<(), UsageError> {
         let appends = self.max_wait_ms / self.append_interval_ms;
         if appends > MAX_APPENDS_PER_WAIT {
@@ -44,7 +47,24 @@ impl FetchArgs {
                 self.max_wait_ms, self.append_interval_ms
             )));
         }
+        let completing = self.appends_to_min_bytes();
+        let at = completing.saturating_mul(self.append_interval_ms);
+        if at >= self.max_wait_ms {
+            return Err(UsageError(format!(
+                "--append-interval-ms × the appends that reach --min-bytes ({} × {completing} = {at} ms, \
+                 at {} bytes per append of --records-per-append × --record-bytes) must be less than \
+                 --max-wait-ms ({}), so that an append completes the first fetch before max_wait",
+                self.append_interval_ms,
+                self.bytes_per_append(),
+                self.max_wait_ms
+            )));
+        }
         Ok(())
+    }
+
+    /// How many appends bring a fetch from an empty log to `min_bytes`.
+    pub fn appends_to_min_bytes(&self) -> u64 {
+        self.min_bytes.div_ceil(self.bytes_per_append())
     }
 
     /// Bytes one append writes.
@@ -102,5 +122,41 @@ mod tests {
             .check()
             .unwrap_err();
         assert!(err.to_string().contains("--max-wait-ms / --append-interval-ms (60000 / 1 = 60000 appends per wait) must be at most 1000"), "{err}");
+    }
+
+    #[test]
+    fn the_first_fetch_must_complete_by_an_append_before_max_wait() {
+        let cases: &[(&[&str], &str)] = &[
+            (
+                &["--append-interval-ms", "60000", "--max-wait-ms", "1"],
+                "--append-interval-ms × the appends that reach --min-bytes (60000 × 4 = 240000 ms, \
+                 at 300 bytes per append of --records-per-append × --record-bytes) must be less than \
+                 --max-wait-ms (1)",
+            ),
+            // One append reaches min_bytes, but only as max_wait passes.
+            (
+                &["--min-bytes", "300", "--append-interval-ms", "500", "--max-wait-ms", "500"],
+                "(500 × 1 = 500 ms, at 300 bytes per append",
+            ),
+            (&["--min-bytes", "1000", "--max-wait-ms", "400"], "(100 × 4 = 400 ms"),
+        ];
+        for (args, expected) in cases {
+            let err = parse(args).unwrap().check().unwrap_err().to_string();
+            assert!(err.contains(expected), "{args:?}: {err}");
+        }
+        for ok in [
+            &["--min-bytes", "1000", "--max-wait-ms", "401"][..],
+            &["--min-bytes", "5000", "--max-wait-ms", "2000"],
+            &[
+                "--min-bytes",
+                "1",
+                "--append-interval-ms",
+                "1",
+                "--max-wait-ms",
+                "2",
+            ],
+        ] {
+            assert_eq!(parse(ok).unwrap().check(), Ok(()), "{ok:?}");
+        }
     }
 }

@@ -4,6 +4,7 @@
 //! the `produce` and `fetch` walkthroughs, so their output is the same on
 //! every run.
 
+pub mod async_produce_args;
 pub mod cli;
 pub mod fetch_args;
 pub mod heartbeat_args;
@@ -46,7 +47,7 @@ impl Timeline {
 
     /// Prints `what`, stamped with the virtual time.
     pub fn say(&self, what: impl AsRef<str>) {
-        println!("t={:>4} ms  {}", self.clock.now_ms(), what.as_ref());
+        crate::outln!("t={:>4} ms  {}", self.clock.now_ms(), what.as_ref());
     }
 }
 

@@ -6,6 +6,8 @@
 //! plotters' SVG backend, whose text is plain SVG `<text>` (no font files,
 //! no system library).
 
+use std::fs::File;
+use std::io::Write;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
@@ -13,6 +15,8 @@ use broker::simulation::{Recording, Summary};
 use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
+
+use crate::cli::UsageError;
 
 /// Chart size in pixels.
 pub const SIZE: (u32, u32) = (1200, 760);
@@ -41,11 +45,29 @@ pub fn svg_path(value: &str) -> Result<PathBuf, String> {
     Ok(path)
 }
 
-/// Writes the chart of a run to `path` (see the module docs).
-pub fn write_svg(path: &Path, summary: &Summary, recording: &Recording) -> Result<(), String> {
-    let root = SVGBackend::new(path, SIZE).into_drawing_area();
-    draw(&root, summary, recording).map_err(|e| e.to_string())?;
-    root.present().map_err(|e| e.to_string())
+/// Creates (or truncates) the `--plot` file before the run, so that a path
+/// that cannot be written (a directory, a read-only place) is refused
+/// before the run rather than after it.
+pub fn create_svg(path: &Path) -> Result<File, UsageError> {
+    File::create(path).map_err(|err| {
+        UsageError(format!(
+            "--plot {}: cannot write to this file: {err}",
+            path.display()
+        ))
+    })
+}
+
+/// Writes the chart of a run to `file` (see the module docs).
+pub fn write_svg(file: &mut File, summary: &Summary, recording: &Recording) -> Result<(), String> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
+        draw(&root, summary, recording).map_err(|e| e.to_string())?;
+        root.present().map_err(|e| e.to_string())?;
+    }
+    file.write_all(svg.as_bytes())
+        .and_then(|()| file.flush())
+        .map_err(|e| e.to_string())
 }
 
 type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
@@ -266,6 +288,26 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn a_plot_file_that_cannot_be_written_is_refused_up_front() {
+        let dir = std::env::temp_dir().join(format!("plot-test-{}.svg", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // A directory passes the name check but cannot be written.
+        assert!(svg_path(dir.to_str().unwrap()).is_ok());
+        let err = create_svg(&dir).unwrap_err().to_string();
+        assert!(
+            err.starts_with(&format!(
+                "--plot {}: cannot write to this file: ",
+                dir.display()
+            )),
+            "{err}"
+        );
+        let file = dir.join("run.svg");
+        assert!(create_svg(&file).is_ok());
+        assert!(file.is_file());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

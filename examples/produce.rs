@@ -26,7 +26,7 @@ use broker::{
 };
 use clap::Parser;
 use examples::produce_args::{ProduceArgs, FOLLOWER_FETCH_MAX_BYTES, LAST_FOLLOWER_FETCH_MS};
-use examples::Timeline;
+use examples::{outln, Timeline};
 use timer::Clock;
 
 struct Script {
@@ -55,10 +55,10 @@ impl Script {
             Acks::All,
             entries,
             move |response: ProduceResponse| {
-                println!("t={:>4} ms  {name} answered:", clock.now_ms());
+                outln!("t={:>4} ms  {name} answered:", clock.now_ms());
                 for (tp, r) in response {
                     let base = r.base_offset.map_or("-".to_string(), |o| o.to_string());
-                    println!(
+                    outln!(
                         "            {tp:<9} {:<24} base offset {base}",
                         r.error.name()
                     );
@@ -104,7 +104,7 @@ impl Script {
                 read.records.first_offset, read.records.next_offset
             )
         };
-        println!(
+        outln!(
             "            -> {records}; {tp} high watermark {}",
             read.high_watermark
         );
@@ -132,11 +132,9 @@ fn main() -> ExitCode {
         record_bytes: args.record_bytes_u32(),
     };
     let [o0, o1, o2] = [&tps[0], &tps[1], &tps[2]];
-    println!(
-        "Partitions orders-0..2 led here, followers 1 and 2 in sync, min.insync.replicas 2.\n"
-    );
+    outln!("Partitions orders-0..2 led here, followers 1 and 2 in sync, min.insync.replicas 2.\n");
 
-    println!(
+    outln!(
         "1. Completion by the followers, and a timeout on the partition one of them never fetches"
     );
     s.produce("produce #1", &[o0, o1, o2], records);
@@ -158,7 +156,7 @@ fn main() -> ExitCode {
     s.say("orders-0 and orders-1 are replicated; orders-2 still waits for replica 2");
     s.at(timeout);
 
-    println!("\n2. The leader drops the lagging replica 2 from orders-2's ISR; the next produce needs replica 1 only");
+    outln!("\n2. The leader drops the lagging replica 2 from orders-2's ISR; the next produce needs replica 1 only");
     s.at(timeout + 10);
     s.rm.set_in_sync(o2, 2, false)
         .expect("replica 2 is a follower");
@@ -173,7 +171,7 @@ fn main() -> ExitCode {
     s.at(timeout + 40);
     s.follower_fetch(1, o2, next);
 
-    println!("\n3. Leadership moves away while a produce waits");
+    outln!("\n3. Leadership moves away while a produce waits");
     s.at(timeout + 50);
     s.produce("produce #3", &[o1], 1);
     s.at(timeout + 60);
@@ -181,7 +179,7 @@ fn main() -> ExitCode {
     s.rm.set_partition_role(o1, PartitionRole::Follower);
 
     let p = s.rm.produce_purgatory();
-    println!(
+    outln!(
         "\nProduce purgatory at the end: watched {}, delayed {}.",
         p.watched(),
         p.delayed()

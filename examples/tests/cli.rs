@@ -9,7 +9,7 @@
 //! as it does by default).
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 
 fn profile_dir() -> PathBuf {
@@ -45,16 +45,21 @@ fn build_examples() {
     });
 }
 
-fn run(example: &str, args: &[&str]) -> Output {
+fn command(example: &str) -> Command {
     build_examples();
     let path = profile_dir()
         .join("examples")
         .join(format!("{example}{}", std::env::consts::EXE_SUFFIX));
-    Command::new(&path)
+    Command::new(path)
+}
+
+fn run(example: &str, args: &[&str]) -> Output {
+    let mut command = command(example);
+    command
         .args(args)
         .env("RUST_LOG", "warn")
         .output()
-        .unwrap_or_else(|e| panic!("{} does not run: {e}", path.display()))
+        .unwrap_or_else(|e| panic!("{example} does not run: {e}"))
 }
 
 /// Runs `example` with `args` and checks it refuses them: exit code 2,
@@ -97,6 +102,63 @@ fn consumer_heartbeat_refuses_bad_input() {
     ];
     for (args, expected) in cases {
         assert_refused("consumer_heartbeat", args, expected);
+    }
+}
+
+#[test]
+fn consumer_heartbeat_refuses_a_plot_file_it_cannot_write_before_running() {
+    let dir = std::env::temp_dir().join(format!("cli-test-{}.svg", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.to_str().unwrap();
+    let expected = format!("error: --plot {path}: cannot write to this file: ");
+    assert_refused(
+        "consumer_heartbeat",
+        &["--virtual-time", "--plot", path],
+        &expected,
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn async_produce_refuses_any_argument_but_help() {
+    assert_refused(
+        "async_produce",
+        &["--bogus-flag", "7"],
+        "unexpected argument '--bogus-flag'",
+    );
+    assert_refused("async_produce", &["7"], "unexpected argument '7'");
+    let out = run("async_produce", &["--help"]);
+    assert_eq!(out.status.code(), Some(0));
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(help.contains("Usage: async_produce"), "{help}");
+}
+
+#[test]
+fn a_closed_stdout_ends_each_program_quietly() {
+    // The reader goes away before the program prints its first line (as
+    // `| head -1` does after it): the program ends with exit code 0 and
+    // says nothing on stderr, instead of panicking with exit code 101.
+    let cases: &[(&str, &[&str])] = &[
+        (
+            "consumer_heartbeat",
+            &["--virtual-time", "--consumers", "20", "--groups", "2"],
+        ),
+        ("produce", &[]),
+        ("fetch", &[]),
+    ];
+    for (example, args) in cases {
+        let mut child = command(example)
+            .args(*args)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{example} does not run: {e}"));
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{example}: {stderr}");
+        assert!(stderr.is_empty(), "{example}: {stderr}");
     }
 }
 
@@ -156,6 +218,12 @@ fn fetch_refuses_bad_input() {
         (
             &["--max-wait-ms", "60000", "--append-interval-ms", "1"],
             "appends per wait) must be at most 1000",
+        ),
+        (
+            &["--append-interval-ms", "60000", "--max-wait-ms", "1"],
+            "--append-interval-ms × the appends that reach --min-bytes (60000 × 4 = 240000 ms, \
+             at 300 bytes per append of --records-per-append × --record-bytes) must be less than \
+             --max-wait-ms (1)",
         ),
     ];
     for (args, expected) in cases {

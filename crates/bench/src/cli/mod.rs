@@ -24,6 +24,24 @@
 //! (1,000,000 requests at 1,000,000/s, then 100,000 at 10,000/s), each in
 //! both completion modes, and reports them in one table.
 
+/// `print!` through [`write_stdout`]; defined before the workload modules
+/// so that they can use it.
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::cli::write_stdout(format_args!($($arg)*))
+    };
+}
+
+/// `println!` through [`write_stdout`].
+macro_rules! outln {
+    () => {
+        $crate::cli::write_stdout(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::cli::write_stdout(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
 mod args;
 mod burst;
 mod runner;
@@ -35,7 +53,23 @@ mod wakeups;
 
 use args::{BurstArgs, W1Args, W2Args, W3Args, W4Args, WakeupsArgs};
 use clap::{Parser, Subcommand};
+use std::fmt;
+use std::io::{self, Write};
 use std::process::ExitCode;
+
+/// Writes `args` to stdout. A reader that has gone away (`| head -4`) wants
+/// no more output: the program then ends quietly with exit code 0, as a
+/// shell tool does, rather than panicking. Any other write error ends it
+/// with a message and exit code 1.
+pub(crate) fn write_stdout(args: fmt::Arguments<'_>) {
+    if let Err(err) = io::stdout().lock().write_fmt(args) {
+        if err.kind() == io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("error: cannot write to stdout: {err}");
+        std::process::exit(1);
+    }
+}
 
 #[derive(Debug, Parser)]
 #[command(

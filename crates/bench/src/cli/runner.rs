@@ -54,7 +54,7 @@ pub(crate) fn strings(args: &[&str]) -> Vec<String> {
 pub(crate) fn run_workload(common: &Common, w: WorkloadSpec<'_>) -> Result<(), String> {
     if let Some(name) = &common.child_impl {
         let record = (w.run_here)(name)?;
-        println!("{}", record.to_json());
+        outln!("{}", record.to_json());
         return Ok(());
     }
     let merged = measure(common, &w)?;
@@ -159,11 +159,11 @@ pub(crate) fn print_report(
 ) {
     if common.json {
         for r in merged {
-            println!("{}", r.to_json());
+            outln!("{}", r.to_json());
         }
     } else {
-        println!("{describe}");
-        println!(
+        outln!("{describe}");
+        outln!(
             "medians of {rounds} interleaved round(s){}",
             if common.in_process {
                 ", in one process"
@@ -171,12 +171,12 @@ pub(crate) fn print_report(
                 ", one child process per implementation and round"
             }
         );
-        println!();
-        print!("{}", report::table(merged, columns));
-        println!();
-        println!("targets:");
+        outln!();
+        out!("{}", report::table(merged, columns));
+        outln!();
+        outln!("targets:");
         for c in targets(merged) {
-            println!("  [{:>6}] {}", c.verdict(), c.description);
+            outln!("  [{:>6}] {}", c.verdict(), c.description);
         }
     }
 }

@@ -17,7 +17,7 @@ pub(crate) fn run(a: &WakeupsArgs) -> Result<(), String> {
     let us = |x: Option<f64>| x.map_or_else(|| "-".to_string(), |x| format!("{x:.1}"));
     if a.json {
         for f in &figures {
-            println!("{}", f.to_record().to_json());
+            outln!("{}", f.to_record().to_json());
         }
         let mut r = report::Record::new()
             .with("workload", "wakeups_floor")
@@ -25,18 +25,21 @@ pub(crate) fn run(a: &WakeupsArgs) -> Result<(), String> {
         if let Some(floor) = floor {
             r = r.with("floor_us_per_request", (floor * 1000.0).round() / 1000.0);
         }
-        println!("{}", r.to_json());
+        outln!("{}", r.to_json());
     } else {
-        println!(
+        outln!(
             "CPU charged per wake-up ({} per batch, median of 5 batches)",
             a.per_batch
         );
-        println!(
+        outln!(
             "{:<24} {:>6} {:>10} {:>10}",
-            "primitive", "timed", "cpu µs", "wall µs"
+            "primitive",
+            "timed",
+            "cpu µs",
+            "wall µs"
         );
         for f in &figures {
-            println!(
+            outln!(
                 "{:<24} {:>6} {:>10} {:>10}",
                 f.primitive,
                 if f.timed { "yes" } else { "no" },
@@ -44,7 +47,7 @@ pub(crate) fn run(a: &WakeupsArgs) -> Result<(), String> {
                 us(f.wall_us)
             );
         }
-        println!(
+        outln!(
             "floor at {} requests/s issued at whole milliseconds (cheapest timed wake-up + one park per ms): {} µs/request",
             a.rate,
             us(floor)

@@ -68,7 +68,8 @@ pub struct SimConfig {
     /// than real time (system clock and the purgatory's reaper).
     pub virtual_time: bool,
     /// Threads of the coordinator's request-handler pool. The summary of a
-    /// virtual run does not depend on it.
+    /// virtual run does not depend on it, but for how many of them handled
+    /// heartbeats ([`Summary::handler_threads_used`](super::Summary::handler_threads_used)).
     pub handler_threads: usize,
 }
 

@@ -72,6 +72,9 @@ pub(super) enum Request {
     Join,
 }
 
+// One bit per handler in `Pool::heartbeat_handlers`.
+const _: () = assert!(MAX_HANDLER_THREADS <= u64::BITS as usize);
+
 /// Below this many queued requests, [`Handlers::run`] handles them all on
 /// the calling thread.
 const MIN_REQUESTS_TO_SHARE: usize = 64;
@@ -115,6 +118,8 @@ struct Pool {
     rejoins: Mutex<Vec<u32>>,
     /// Whether pool thread `n` (handler `n + 1`) is parked or about to be.
     sleeping: Vec<AtomicBool>,
+    /// Bit `n` is set once handler `n` has handled a heartbeat.
+    heartbeat_handlers: AtomicU64,
     stop: AtomicBool,
     /// How long a pool thread spins for the next run before it parks.
     spin: Duration,
@@ -146,6 +151,7 @@ impl Handlers {
             done: AtomicUsize::new(0),
             rejoins: Mutex::new(Vec::new()),
             sleeping: (1..threads).map(|_| AtomicBool::new(false)).collect(),
+            heartbeat_handlers: AtomicU64::new(0),
             stop: AtomicBool::new(false),
             spin,
         });
@@ -196,6 +202,9 @@ impl Handlers {
                 );
             }
             drop(ids);
+            if request == Request::Heartbeat && total > 0 {
+                self.pool.note_heartbeats_by(0);
+            }
             self.finish();
             return &self.rejoins;
         }
@@ -219,6 +228,17 @@ impl Handlers {
         self.rejoins.append(&mut self.pool.rejoins.lock());
         self.finish();
         &self.rejoins
+    }
+
+    /// How many handlers have handled at least one heartbeat so far: the
+    /// engine's thread alone while every run is too small to share, and a
+    /// pool thread only once it took a share of a run (a thread the kernel
+    /// did not schedule in time may never have).
+    pub(super) fn heartbeat_threads(&self) -> usize {
+        self.pool
+            .heartbeat_handlers
+            .load(Ordering::Relaxed)
+            .count_ones() as usize
     }
 
     /// Waits (spinning, then yielding) until `total` requests are handled.
@@ -312,6 +332,7 @@ impl Pool {
             Request::Heartbeat => handlers,
             Request::Join => 1,
         };
+        let mut handled = false;
         for owner in (handler..handler + takers).map(|n| n % handlers) {
             let queue = &batch.queues[owner];
             loop {
@@ -332,8 +353,18 @@ impl Pool {
                     self.rejoins.lock().append(rejoins);
                 }
                 self.done.fetch_add(end - start, Ordering::Release);
+                handled = true;
             }
         }
+        if handled && batch.request == Request::Heartbeat {
+            self.note_heartbeats_by(handler);
+        }
+    }
+
+    /// Records that `handler` has handled heartbeats.
+    fn note_heartbeats_by(&self, handler: usize) {
+        self.heartbeat_handlers
+            .fetch_or(1 << handler, Ordering::Relaxed);
     }
 }
 
@@ -449,6 +480,28 @@ mod tests {
                 assert_eq!(after - before, n as u64, "{threads} threads, round {round}");
             }
         }
+    }
+
+    #[test]
+    fn only_the_threads_that_handled_heartbeats_are_counted() {
+        let (_clock, mut handlers) = pool(1_000, 10, 3, Duration::from_millis(1));
+        // The joins are no heartbeats.
+        assert_eq!(handlers.heartbeat_threads(), 0);
+        // Runs too small to share stay on the calling thread.
+        for i in 0..MIN_REQUESTS_TO_SHARE - 1 {
+            handlers.queue(i % 10, i as u32);
+        }
+        assert!(handlers.run(Request::Heartbeat).is_empty());
+        assert_eq!(handlers.heartbeat_threads(), 1);
+        // Shared runs: the pool threads take part, none beyond the pool.
+        for _ in 0..50 {
+            for i in 0..1_000 {
+                handlers.queue(i % 10, i as u32);
+            }
+            assert!(handlers.run(Request::Heartbeat).is_empty());
+        }
+        let used = handlers.heartbeat_threads();
+        assert!((1..=3).contains(&used), "{used}");
     }
 
     #[test]

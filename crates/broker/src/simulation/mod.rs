@@ -59,6 +59,7 @@
 mod calendar;
 mod config;
 mod engine;
+mod expiries;
 mod handlers;
 mod plan;
 mod prefetch;

@@ -98,6 +98,7 @@ impl Engine<'_> {
             rejoins: self.rejoins,
             heartbeats,
             heartbeats_per_s: heartbeats as f64 * 1000.0 / self.config.duration_ms as f64,
+            handler_threads_used: self.handlers.heartbeat_threads(),
             late_heartbeats: self.late_heartbeats,
             heartbeat_lag_max_ms: self.heartbeat_lag_max_ms,
             alive_at_end: self.shared.coordinator.alive_members(),

@@ -1,10 +1,14 @@
 //! What a simulation run reports: progress lines while it runs, and the
 //! summary at the end (human-readable and as one JSON object).
 //!
-//! Invariant: in virtual time every field of [`Summary`] is a function of the
-//! configuration alone (the seed included), so two runs with the same seed
-//! give equal summaries and byte-identical JSON. Wall-clock measurements are
-//! therefore kept out of it; the example reports them separately.
+//! Invariant: in virtual time every field of [`Summary`] but
+//! [`Summary::handler_threads_used`] is a function of the configuration
+//! alone (the seed included), so two runs with the same seed give equal
+//! summaries. Wall-clock measurements are therefore kept out of it; the
+//! example reports them separately. Which request-handler threads take a
+//! share of a run is the kernel's scheduling, so that one count may differ
+//! between runs whose runs are large enough to share (see
+//! `handlers.rs`); a run that never shares counts 1 every time.
 
 use std::fmt;
 
@@ -94,6 +98,10 @@ pub struct Summary {
     pub heartbeats: u64,
     /// Heartbeats per simulated second.
     pub heartbeats_per_s: f64,
+    /// Request-handler threads that handled at least one heartbeat: 1 when
+    /// every run of heartbeats was too small to share out, at most
+    /// [`SimConfig::handler_threads`].
+    pub handler_threads_used: usize,
     /// Heartbeats the engine sent more than [`LATE_HEARTBEAT_MS`] after
     /// they were due (a real-time engine running behind; always 0 in
     /// virtual time).
@@ -143,7 +151,8 @@ impl Summary {
                 "\"detection_delay_p50_ms\":{},\"detection_delay_p99_ms\":{},\"detection_delay_max_ms\":{},",
                 "\"rebalances\":{},\"rejoins\":{},\"heartbeats\":{},\"heartbeats_per_s\":{:.1},",
                 "\"late_heartbeats\":{},\"heartbeat_lag_max_ms\":{},",
-                "\"alive_at_end\":{},\"watched_at_end\":{},\"delayed_at_end\":{}}}"
+                "\"alive_at_end\":{},\"watched_at_end\":{},\"delayed_at_end\":{},",
+                "\"handler_threads_used\":{}}}"
             ),
             c.consumers,
             c.groups,
@@ -172,6 +181,7 @@ impl Summary {
             self.alive_at_end,
             self.watched_at_end,
             self.delayed_at_end,
+            self.handler_threads_used,
         )
     }
 }
@@ -238,8 +248,12 @@ impl fmt::Display for Summary {
             "heartbeats         {} ({:.1}/s), handled by {} request-handler thread{}",
             self.heartbeats,
             self.heartbeats_per_s,
-            c.handler_threads,
-            if c.handler_threads == 1 { "" } else { "s" }
+            self.handler_threads_used,
+            if self.handler_threads_used == 1 {
+                ""
+            } else {
+                "s"
+            }
         )?;
         if !c.virtual_time || self.late_heartbeats > 0 {
             // Only a real-time engine runs behind by itself; a virtual run's

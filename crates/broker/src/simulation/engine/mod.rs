@@ -12,11 +12,15 @@
 //! detected only when the heartbeat purgatory expires an expectation.
 //!
 //! - Virtual time: a [`ManualClock`] and no reaper. For each millisecond `t`
-//!   the engine sets the clock to `t`, lets the purgatory expire what is due
-//!   (`advance_clock` returns after the expiration callbacks ran), then
-//!   handles the heartbeats due at `t`. Every draw is seeded and made on the
-//!   engine's thread in a fixed order, and the handlers' answers commute (see
-//!   [`Handlers`]), so a seed always gives the same summary.
+//!   in which something can happen the engine sets the clock to `t`, lets the
+//!   purgatory expire what is due (`advance_clock` returns after the
+//!   expiration callbacks ran), then handles the heartbeats due at `t`. It
+//!   jumps over the other milliseconds: those with no event due, no sample
+//!   or status line due, and no expectation that may expire ([`Expiries`]);
+//!   stepping through them changes nothing but the time the run takes.
+//!   Every draw is seeded and made on the engine's thread in a fixed order,
+//!   and the handlers' answers commute (see [`Handlers`]), so a seed always
+//!   gives the same summary.
 //! - Real time: the system clock and the purgatory's reaper; the engine
 //!   sleeps until the next heartbeat is due, and evictions happen on the
 //!   purgatory's executor thread as they would in a broker.
@@ -30,6 +34,7 @@ use timer::ManualClock;
 
 use super::calendar::Calendar;
 use super::config::{SimConfig, SimError, DETECTION_MARGIN_MS};
+use super::expiries::Expiries;
 use super::handlers::{ConsumerIds, Handlers, Request, Shared};
 use super::plan::{plan_fates, Failing, Fate};
 use super::recording::Recording;
@@ -108,6 +113,10 @@ pub(super) struct Engine<'a> {
     pub(super) consumers: Vec<Consumer>,
     pub(super) failing: Failing,
     pub(super) events: Calendar,
+    pub(super) expiries: Expiries,
+    /// Virtual time only: step through every millisecond instead of jumping
+    /// over idle ones (the tests compare the two).
+    pub(super) step_every_ms: bool,
     pub(super) generations_at_start: u64,
     pub(super) rejoins: u64,
     pub(super) delays: Vec<u64>,
@@ -235,6 +244,8 @@ impl<'a> Engine<'a> {
             events: Calendar::new(
                 config.session_timeout_ms + config.heartbeat_interval_ms + DETECTION_MARGIN_MS,
             ),
+            expiries: Expiries::new(config.session_timeout_ms),
+            step_every_ms: false,
             generations_at_start: 0,
             rejoins: 0,
             delays: Vec::new(),
@@ -270,6 +281,7 @@ impl<'a> Engine<'a> {
             self.events.push(first, index as u32);
         }
         self.handlers.run(Request::Join);
+        self.note_expectations();
         self.generations_at_start = self.shared.coordinator.total_generations();
         self.sample(0);
     }
@@ -295,7 +307,13 @@ impl<'a> Engine<'a> {
         match &self.time {
             Time::Virtual(clock) => {
                 let clock = clock.clone();
-                for t in 1..=end {
+                let mut t = 0;
+                while t < end {
+                    t = if self.step_every_ms {
+                        t + 1
+                    } else {
+                        self.next_wake(t, next_progress)
+                    };
                     clock.set_ms(t);
                     while self.shared.coordinator.advance_clock(Duration::ZERO) {}
                     self.handle_due(t);
@@ -327,6 +345,20 @@ impl<'a> Engine<'a> {
         }
     }
 
+    /// Virtual time: the first millisecond after `t` in which something can
+    /// happen (an event, a sample or status line, an expiration), or the end.
+    fn next_wake(&mut self, t: u64, next_progress: u64) -> u64 {
+        let next_event = self.events.next_due().unwrap_or(u64::MAX);
+        let next_expiry = self.expiries.next_after(t).unwrap_or(u64::MAX);
+        let next_sample = self.recording.next_sample_ms();
+        next_event
+            .min(next_expiry)
+            .min(next_sample)
+            .min(next_progress)
+            .min(self.config.duration_ms)
+            .max(t + 1)
+    }
+
     /// Handles every heartbeat due at or before `t`: decides which consumers
     /// heartbeat (and when they will next), has the request handlers send
     /// those heartbeats, then lets the refused consumers rejoin.
@@ -349,6 +381,21 @@ impl<'a> Engine<'a> {
             for index in refused {
                 self.rejoin(index as usize);
             }
+            if sent > 0 {
+                // Each heartbeat either renews its member's expectation or
+                // is refused, and the consumer rejoins: either way one is
+                // due a session timeout from now.
+                self.note_expectations();
+            }
+        }
+    }
+
+    /// Virtual time: notes that expectations scheduled now are due a session
+    /// timeout from now (real time does not jump, and needs no note).
+    fn note_expectations(&mut self) {
+        if let Time::Virtual(_) = self.time {
+            let deadline = self.now() + self.config.session_timeout_ms;
+            self.expiries.note(deadline);
         }
     }
 

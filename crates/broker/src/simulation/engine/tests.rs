@@ -147,3 +147,81 @@ fn invalid_configs_are_errors() {
     };
     assert!(matches!(run(&config, |_| {}), Err(SimError::Config(_))));
 }
+
+#[test]
+fn the_summary_counts_the_threads_that_handled_heartbeats() {
+    // A few heartbeats per millisecond: every run is too small to share,
+    // so the engine's thread handles them all, whatever the pool's size.
+    let config = SimConfig {
+        handler_threads: 64,
+        ..healthy(4)
+    };
+    let summary = run(&config, |_| {}).unwrap();
+    assert!(summary.heartbeats > 0);
+    assert_eq!(summary.handler_threads_used, 1);
+    assert!(
+        summary
+            .to_string()
+            .contains("), handled by 1 request-handler thread\n"),
+        "{summary}"
+    );
+    assert!(summary.to_json().contains("\"handler_threads\":64,"));
+    assert!(summary.to_json().ends_with(",\"handler_threads_used\":1}"));
+}
+
+/// Runs `config` in virtual time, stepping through every millisecond or
+/// jumping over idle ones: its summary, recording and status lines (without
+/// their wall times).
+fn run_engine(config: &SimConfig, step_every_ms: bool) -> (Summary, Recording, Vec<Progress>) {
+    let (_clock, mut engine) = started(config);
+    engine.step_every_ms = step_every_ms;
+    let mut lines = Vec::new();
+    engine.run_loop(|p| {
+        lines.push(Progress {
+            wall_ms: 0,
+            eta_ms: None,
+            ..*p
+        })
+    });
+    let summary = engine.summary();
+    (summary, engine.recording, lines)
+}
+
+#[test]
+fn jumping_over_idle_milliseconds_changes_nothing() {
+    let sparse = |seed| SimConfig {
+        consumers: 3,
+        groups: 1,
+        heartbeat_interval_ms: 1_000,
+        session_timeout_ms: 3_000,
+        crash_rate: 0.34,
+        stall_rate: 0.34,
+        duration_ms: 60_000,
+        ..small(seed)
+    };
+    // A session barely longer than the interval: members expire between
+    // heartbeats (false evictions), the timing a jump must not move.
+    let tight = |seed| SimConfig {
+        consumers: 4,
+        groups: 2,
+        heartbeat_interval_ms: 100,
+        session_timeout_ms: 105,
+        crash_rate: 0.0,
+        stall_rate: 0.0,
+        duration_ms: 5_000,
+        ..small(seed)
+    };
+    let mut configs: Vec<SimConfig> = (1..=3).map(small).collect();
+    configs.extend((1..=4).map(sparse));
+    configs.extend((1..=2).map(tight));
+    for config in &configs {
+        let jumped = run_engine(config, false);
+        let stepped = run_engine(config, true);
+        assert_eq!(jumped, stepped, "{config:?}");
+    }
+    // The checks above see failures, detections and false evictions.
+    let (s, ..) = run_engine(&sparse(1), false);
+    assert!(s.detected_failures > 0, "{s:?}");
+    let (s, ..) = run_engine(&tight(1), false);
+    assert!(s.false_evictions > 0, "{s:?}");
+}
