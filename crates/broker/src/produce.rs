@@ -9,9 +9,9 @@
 //!   keeps its error;
 //! - keys: one per partition of the request; follower fetches that advance a
 //!   partition's high watermark call `check_and_complete` on it;
-//! - `try_complete`: for each pending partition, look it up; if it is gone or
-//!   offline, or this broker lost leadership, the partition is done with that
-//!   error; if its HW reached the required offset it is done with `NONE` (or
+//! - `try_complete`: for each pending partition, look it up; if it is gone
+//!   (also: removed and hosted again, a new log) or offline, or this broker
+//!   lost leadership, the partition is done with that error; if its HW reached the required offset it is done with `NONE` (or
 //!   `NOT_ENOUGH_REPLICAS_AFTER_APPEND` if the ISR shrank below
 //!   `min.insync.replicas`); the operation completes when no partition is
 //!   pending;
@@ -60,6 +60,9 @@ pub type ProduceResponse = BTreeMap<TopicPartition, PartitionResponse>;
 /// Kafka's `ProducePartitionStatus`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ProducePartitionStatus {
+    /// The log written to ([`Partition::log_id`](crate::Partition::log_id)):
+    /// only that log's HW acknowledges the write.
+    pub log_id: u64,
     /// The HW the partition must reach: last appended offset + 1.
     pub required_offset: u64,
     /// Whether the partition still waits for its followers.
@@ -73,10 +76,12 @@ impl ProducePartitionStatus {
     pub fn after_append(result: Result<AppendInfo, ErrorCode>) -> Self {
         match result {
             Ok(AppendInfo {
+                log_id,
                 base_offset,
                 last_offset: Some(last_offset),
                 ..
             }) => ProducePartitionStatus {
+                log_id,
                 required_offset: last_offset + 1,
                 acks_pending: true,
                 response: PartitionResponse {
@@ -87,10 +92,12 @@ impl ProducePartitionStatus {
             // Nothing written, so nothing to wait for (Kafka's required
             // offset is then 0, reached at once).
             Ok(AppendInfo {
+                log_id,
                 base_offset,
                 last_offset: None,
                 ..
             }) => ProducePartitionStatus {
+                log_id,
                 required_offset: 0,
                 acks_pending: false,
                 response: PartitionResponse {
@@ -99,6 +106,7 @@ impl ProducePartitionStatus {
                 },
             },
             Err(error) => ProducePartitionStatus {
+                log_id: 0,
                 required_offset: 0,
                 acks_pending: false,
                 response: PartitionResponse {
@@ -166,6 +174,10 @@ impl DelayedOperation for DelayedProduce {
         for (tp, status) in status.iter_mut().filter(|(_, s)| s.acks_pending) {
             let (done, error) = match self.partitions.get_partition_or_error(tp) {
                 Err(error) => (true, error),
+                // Removed and hosted again: the log written to is gone.
+                Ok(partition) if partition.log_id() != status.log_id => {
+                    (true, ErrorCode::UnknownTopicOrPartition)
+                }
                 Ok(partition) => {
                     let (enough, error) =
                         partition.check_enough_replicas_reach_offset(status.required_offset);
@@ -414,6 +426,34 @@ mod tests {
         assert_eq!(
             f.rm.add_partition(f.tps[1].clone(), &[1], 1).map(|_| ()),
             Err(ErrorCode::TopicAlreadyExists)
+        );
+    }
+
+    #[test]
+    fn a_write_to_a_removed_log_is_never_acknowledged_by_its_successor() {
+        let f = Fixture::new();
+        // Written to the first log; its produce is not watched yet when the
+        // partition is removed and hosted again.
+        let old = f.rm.partition(&f.tps[0]).unwrap();
+        let status =
+            ProducePartitionStatus::after_append(old.append(&Records::uniform(3, 10), true));
+        f.rm.remove_partition(&f.tps[0]).unwrap();
+        f.rm.add_partition(f.tps[0].clone(), &[1, 2], 2).unwrap();
+        f.produce(&f.tps[..1], 3);
+        f.replicate(&f.tps[0], 1, 3);
+        f.replicate(&f.tps[0], 2, 3);
+        let slot = ResponseSlot::new();
+        let op = DelayedProduce::new(
+            Duration::from_millis(TIMEOUT_MS),
+            Arc::clone(f.rm.partitions()),
+            [(f.tps[0].clone(), status)].into(),
+            Callback::new(slot.callback()),
+        );
+        assert!(op.try_complete(), "its log is gone");
+        op.on_complete();
+        assert_eq!(
+            slot.take().unwrap()[&f.tps[0]].error,
+            ErrorCode::UnknownTopicOrPartition
         );
     }
 

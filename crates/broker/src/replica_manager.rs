@@ -26,6 +26,7 @@ use std::time::Duration;
 
 use log::debug;
 use purgatory::{Operation, Purgatory, PurgatoryError};
+use timer::internal::ShutdownGate;
 use timer::{Clock, ManualClock};
 
 use crate::error::ErrorCode;
@@ -50,6 +51,9 @@ pub struct ReplicaManager {
     partitions: Arc<PartitionRegistry>,
     produce: ProducePurgatory,
     fetch: FetchPurgatory,
+    /// Lets one `shutdown` answer the pending clients, and has the others
+    /// wait until it has.
+    shutdown_gate: ShutdownGate,
 }
 
 impl fmt::Debug for ReplicaManager {
@@ -73,6 +77,7 @@ impl ReplicaManager {
             partitions: Arc::new(PartitionRegistry::new()),
             produce,
             fetch,
+            shutdown_gate: ShutdownGate::new(),
         }
     }
 
@@ -154,9 +159,9 @@ impl ReplicaManager {
     /// answered at once.
     ///
     /// A partition named more than once is not written and answers
-    /// `INVALID_REQUEST` (its response has one entry per partition); after
-    /// [`shutdown`](Self::shutdown) nothing is written and every partition
-    /// answers `BROKER_NOT_AVAILABLE`.
+    /// `INVALID_REQUEST` (its response has one entry per partition); once
+    /// [`shutdown`](Self::shutdown) has returned, nothing is written and
+    /// every partition answers `BROKER_NOT_AVAILABLE`.
     pub fn append_records(
         &self,
         timeout: Duration,
@@ -231,8 +236,8 @@ impl ReplicaManager {
     /// answered at once.
     ///
     /// A partition named more than once answers `INVALID_REQUEST`, and the
-    /// fetch is answered at once; after [`shutdown`](Self::shutdown) every
-    /// partition answers `BROKER_NOT_AVAILABLE`.
+    /// fetch is answered at once; once [`shutdown`](Self::shutdown) has
+    /// returned, every partition answers `BROKER_NOT_AVAILABLE`.
     pub fn fetch_messages(
         &self,
         params: FetchParams,
@@ -330,8 +335,15 @@ impl ReplicaManager {
     /// partitions still waiting at `REQUEST_TIMED_OUT` (written here, not
     /// known to be replicated), a fetch with what it can read now. Returns
     /// how many were pending. Later produces and fetches answer
-    /// `BROKER_NOT_AVAILABLE`.
+    /// `BROKER_NOT_AVAILABLE`. A call made while another is under way waits
+    /// until that one has answered every client, and returns 0; as for
+    /// [`Purgatory::shutdown`], call it holding no lock a response
+    /// callback may need.
     pub fn shutdown(&self) -> usize {
+        let Some(_finishing) = self.shutdown_gate.enter() else {
+            self.shutdown_gate.wait_finished();
+            return 0;
+        };
         let produces = self.produce.shutdown();
         let fetches = self.fetch.shutdown();
         // Under the `Expire` policy they have been answered already.

@@ -145,8 +145,10 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
     /// Idempotent: later calls return nothing. A call made while another is
     /// under way first waits for it to finish, so that it too returns to a
     /// purgatory that is shut down; one made from a callback (which that
-    /// call may be waiting for) returns at once. Dropping the purgatory
-    /// shuts it down too.
+    /// call may be waiting for) returns at once. So call it holding no lock
+    /// the first call may need: no operation's lock (it takes each pending
+    /// operation's), and none that callbacks or timer tasks take. Dropping
+    /// the purgatory shuts it down too.
     pub fn shutdown(&self) -> Vec<Operation<Op>> {
         let Some(_finishing) = self.home.shutdown_gate.enter() else {
             if !release::in_callback() {

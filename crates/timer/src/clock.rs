@@ -47,7 +47,9 @@ pub trait Clock: Send + Sync + fmt::Debug + 'static {
     /// dropping it unsubscribes. `on_move` runs on the thread that moved
     /// the clock; it must be quick and must not subscribe to this clock. A
     /// clock that moves with real time needs nothing (the default), as a
-    /// sleeper wakes when the reading it waits for comes.
+    /// sleeper wakes when the reading it waits for comes; a clock that
+    /// reads another by hand (a wrapper around a [`ManualClock`]) forwards
+    /// the call to it.
     fn subscribe(&self, on_move: Weak<OnMove>) {
         let _ = on_move;
     }

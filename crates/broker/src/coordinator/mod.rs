@@ -177,8 +177,9 @@ impl GroupCoordinator {
     /// Adds `member` to `group` (creating the group if needed), or replaces it
     /// if present; bumps the generation and arms its first heartbeat
     /// expectation, due `session_timeout` from now. After
-    /// [`shutdown`](Self::shutdown), `COORDINATOR_NOT_AVAILABLE`, and
-    /// nothing changes.
+    /// [`shutdown`](Self::shutdown), `COORDINATOR_NOT_AVAILABLE`, and the
+    /// member is not added (a group the join created stays, empty, as
+    /// [`add_group`](Self::add_group) leaves it).
     pub fn join_group(
         &self,
         group: &GroupId,
@@ -341,7 +342,8 @@ impl GroupCoordinator {
     /// Shuts the heartbeat purgatory down; returns how many expectations were
     /// still pending (they get no callbacks). Joins and heartbeats then
     /// answer `COORDINATOR_NOT_AVAILABLE`: no member could be evicted any
-    /// more.
+    /// more. Call it holding no group's lock (see
+    /// [`Purgatory::shutdown`]: the expectations share their group's lock).
     pub fn shutdown(&self) -> usize {
         self.inner.purgatory.shutdown().len()
     }

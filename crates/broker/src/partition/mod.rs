@@ -20,6 +20,7 @@ mod registry;
 mod topic_partition;
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 
@@ -61,6 +62,8 @@ pub struct FollowerState {
 /// Where a write landed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AppendInfo {
+    /// The log written to (see [`Partition::log_id`]).
+    pub log_id: u64,
     /// Offset of the first record written.
     pub base_offset: u64,
     /// Offset of the last record written; `None` if there were no records
@@ -126,8 +129,12 @@ impl PartitionState {
 #[derive(Debug)]
 pub struct Partition {
     tp: TopicPartition,
+    log_id: u64,
     state: Mutex<PartitionState>,
 }
+
+/// The next [`Partition::log_id`].
+static NEXT_LOG_ID: AtomicU64 = AtomicU64::new(1);
 
 impl Partition {
     /// A partition led by this broker, with the given followers (all in sync,
@@ -157,6 +164,7 @@ impl Partition {
         }
         Ok(Partition {
             tp,
+            log_id: NEXT_LOG_ID.fetch_add(1, Ordering::Relaxed),
             state: Mutex::new(PartitionState {
                 role: PartitionRole::Leader,
                 log: Log::new(),
@@ -170,6 +178,14 @@ impl Partition {
     /// The partition's name.
     pub fn topic_partition(&self) -> &TopicPartition {
         &self.tp
+    }
+
+    /// Tells this partition's log from every other this process hosts: a
+    /// partition removed and hosted again under its name has a new log,
+    /// and a new id (Kafka's topic id plays this part), so that a write to
+    /// the old log is never acknowledged by the new one.
+    pub fn log_id(&self) -> u64 {
+        self.log_id
     }
 
     /// The leader's log end offset.
@@ -209,6 +225,7 @@ impl Partition {
         // with nothing for the followers to replicate.
         let Some((base_offset, last_offset)) = state.log.append(records) else {
             return Ok(AppendInfo {
+                log_id: self.log_id,
                 base_offset: state.log.log_end_offset(),
                 last_offset: None,
                 hw_advanced: false,
@@ -216,6 +233,7 @@ impl Partition {
         };
         let hw_advanced = state.maybe_advance_hw();
         Ok(AppendInfo {
+            log_id: self.log_id,
             base_offset,
             last_offset: Some(last_offset),
             hw_advanced,

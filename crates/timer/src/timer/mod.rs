@@ -347,7 +347,8 @@ impl<T: TimerTask> Timer<T> {
     /// Wakes any thread in [`advance_clock`](Timer::advance_clock); later
     /// adds fail with [`ShutdownError`]. Calling it again returns nothing;
     /// a call made while another is under way first waits for it to finish
-    /// (unless made from a task, which that call may be waiting for).
+    /// (unless made from a task, which that call may be waiting for), so
+    /// call it holding no lock a task may need.
     pub fn shutdown(&self) -> Vec<T> {
         let Some(_finishing) = self.shutdown_gate.enter() else {
             if !self.executor.is_current_thread() {
