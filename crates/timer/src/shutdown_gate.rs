@@ -62,11 +62,6 @@ impl ShutdownGate {
             self.finished.wait(&mut state);
         }
     }
-
-    /// Whether the first call has finished.
-    pub fn is_finished(&self) -> bool {
-        *self.state.lock() == GateState::Finished
-    }
 }
 
 impl Drop for Finishing<'_> {
@@ -102,7 +97,8 @@ mod tests {
         drop(first);
         assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok(()));
         waiter.join().unwrap();
-        assert!(gate.is_finished() && gate.enter().is_none());
+        assert_eq!(*gate.state.lock(), GateState::Finished);
+        assert!(gate.enter().is_none());
         gate.wait_finished();
     }
 
@@ -114,6 +110,6 @@ mod tests {
             panic!("shutdown failed");
         }));
         assert!(unwound.is_err());
-        assert!(gate.is_finished());
+        assert_eq!(*gate.state.lock(), GateState::Finished);
     }
 }

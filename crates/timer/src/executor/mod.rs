@@ -252,7 +252,7 @@ impl<T: TimerTask> Executor<T> {
     pub(crate) fn wait_for_room(&self) {
         let b = &*self.backlog;
         if b.tasks.load(Ordering::Relaxed) <= BACKLOG_HIGH
-            || thread::current().id() == self.thread_id
+            || self.is_current_thread()
             || b.stalled_at.load(Ordering::Relaxed) == b.ran.load(Ordering::Relaxed).wrapping_add(1)
         {
             return;
@@ -310,9 +310,7 @@ impl<T: TimerTask> Executor<T> {
         // zero here means the tasks' effects are visible to the caller. A
         // clock driven tick by tick (a simulation) then pays no round trip
         // through the executor for ticks that expired nothing.
-        if self.backlog.tasks.load(Ordering::SeqCst) == 0
-            || thread::current().id() == self.thread_id
-        {
+        if self.backlog.tasks.load(Ordering::SeqCst) == 0 || self.is_current_thread() {
             return;
         }
         let (done, wait) = mpsc::sync_channel(1);
@@ -338,7 +336,7 @@ impl<T: TimerTask> Executor<T> {
         drop(self.sender.lock().take());
         self.backlog.closed.store(true, Ordering::SeqCst);
         self.backlog.wake();
-        if thread::current().id() == self.thread_id {
+        if self.is_current_thread() {
             return;
         }
         if let Some(thread) = self.thread.lock().take() {

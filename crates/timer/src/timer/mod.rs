@@ -183,9 +183,10 @@ impl<T: TimerTask> Timer<T> {
     /// The deadline is the clock's reading plus `delay`, rounded up to the
     /// tick (saturating: `Duration::MAX` never fires). Never earlier: were
     /// the clock to read behind the time the timer has reached (a clock
-    /// that went backwards), the delay counts from the timer's time. A zero delay hands the
-    /// task to the executor at once. The returned handle cancels the task; for
-    /// a task that went straight to the executor it is already stale.
+    /// that went backwards), the delay counts from the timer's time. A zero
+    /// delay hands the task to the executor at once. The returned handle
+    /// cancels the task; for a task that went straight to the executor it
+    /// is already stale.
     ///
     /// After [`shutdown`](Timer::shutdown) the task is given back in the error.
     pub fn add(&self, delay: Duration, task: T) -> Result<TimerHandle, ShutdownError<T>> {
