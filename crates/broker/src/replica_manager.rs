@@ -249,7 +249,7 @@ impl ReplicaManager {
             let (refused_parts, readable): (Vec<_>, Vec<_>) = partitions
                 .into_iter()
                 .partition(|(tp, _)| refused.contains_key(tp));
-            let mut response = read_partitions(&self.partitions, &params, &readable);
+            let mut response = read_partitions(&self.partitions, &params, &readable, None);
             for (tp, fetch) in refused_parts {
                 let read = failed_read(refused[&tp], &fetch);
                 response.insert(tp, read);
@@ -266,9 +266,14 @@ impl ReplicaManager {
         }
         if params.max_wait.is_zero()
             || partitions.is_empty()
-            || can_answer_now(&self.partitions, &params, &partitions)
+            || can_answer_now(&self.partitions, &params, &partitions, None)
         {
-            callback(read_partitions(&self.partitions, &params, &partitions));
+            callback(read_partitions(
+                &self.partitions,
+                &params,
+                &partitions,
+                None,
+            ));
             return true;
         }
         let keys: Vec<_> = partitions.iter().map(|(tp, _)| tp.clone()).collect();
