@@ -36,7 +36,8 @@ pub enum ErrorCode {
     UnknownMemberId,
     /// `GROUP_ID_NOT_FOUND`: the coordinator does not know the group.
     GroupIdNotFound,
-    /// `INVALID_SESSION_TIMEOUT`: a join asked for a zero session timeout.
+    /// `INVALID_SESSION_TIMEOUT`: a join asked for a session timeout outside
+    /// the coordinator's bounds.
     InvalidSessionTimeout,
     /// `COORDINATOR_NOT_AVAILABLE`: the group coordinator is shut down.
     CoordinatorNotAvailable,
@@ -48,10 +49,13 @@ pub enum ErrorCode {
     /// leader's own id or name a follower twice.
     InvalidReplicaAssignment,
     /// `INVALID_CONFIG`: `min.insync.replicas` is 0 or more than the
-    /// partition's replicas.
+    /// partition's replicas, or session timeout bounds that admit nothing.
     InvalidConfig,
     /// `TOPIC_ALREADY_EXISTS`: the partition is already hosted here.
     TopicAlreadyExists,
+    /// `INELIGIBLE_REPLICA`: a follower cannot join the in-sync replica set
+    /// before it has caught up to the high watermark.
+    IneligibleReplica,
 }
 
 impl ErrorCode {
@@ -75,6 +79,7 @@ impl ErrorCode {
             ErrorCode::InvalidReplicaAssignment => "INVALID_REPLICA_ASSIGNMENT",
             ErrorCode::InvalidConfig => "INVALID_CONFIG",
             ErrorCode::TopicAlreadyExists => "TOPIC_ALREADY_EXISTS",
+            ErrorCode::IneligibleReplica => "INELIGIBLE_REPLICA",
         }
     }
 

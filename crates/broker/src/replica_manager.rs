@@ -310,7 +310,9 @@ impl ReplicaManager {
     }
 
     /// Puts a follower in or out of the ISR; a shrink may advance the HW and
-    /// complete waiting produces. Returns whether the HW advanced.
+    /// complete waiting produces. Returns whether the HW advanced. A
+    /// follower behind the HW cannot join (`INELIGIBLE_REPLICA`, see
+    /// [`Partition::set_in_sync`]).
     pub fn set_in_sync(
         &self,
         tp: &TopicPartition,

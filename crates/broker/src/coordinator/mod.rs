@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use dashmap::DashMap;
 use log::{debug, info};
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 use purgatory::{Operation, Purgatory, PurgatoryError};
 use timer::{Clock, ManualClock};
 
@@ -95,11 +95,25 @@ pub(crate) struct CoordinatorInner {
     heartbeats: StripedCounter,
     evictions: Mutex<Vec<Eviction>>,
     eviction_count: AtomicU64,
+    /// The session timeouts a join may ask for, both ends included.
+    session_timeouts: RwLock<(Duration, Duration)>,
 }
 
 impl GroupCoordinator {
     /// The name Kafka gives the heartbeat purgatory.
     pub const PURGATORY_NAME: &'static str = "Heartbeat";
+
+    /// The shortest session timeout a join may ask for unless
+    /// [`set_session_timeouts`](Self::set_session_timeouts) says otherwise:
+    /// one timer tick. Kafka's `group.min.session.timeout.ms` defaults to
+    /// 6 s, for clients on real networks; the model's tests and simulations
+    /// run sessions of milliseconds.
+    pub const DEFAULT_MIN_SESSION_TIMEOUT: Duration = Duration::from_millis(1);
+
+    /// The longest session timeout a join may ask for unless
+    /// [`set_session_timeouts`](Self::set_session_timeouts) says otherwise:
+    /// Kafka's `group.max.session.timeout.ms` default, 30 minutes.
+    pub const DEFAULT_MAX_SESSION_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 
     /// A coordinator on the given heartbeat purgatory; its clock is the
     /// purgatory's clock.
@@ -113,6 +127,10 @@ impl GroupCoordinator {
                 heartbeats: StripedCounter::default(),
                 evictions: Mutex::new(Vec::new()),
                 eviction_count: AtomicU64::new(0),
+                session_timeouts: RwLock::new((
+                    Self::DEFAULT_MIN_SESSION_TIMEOUT,
+                    Self::DEFAULT_MAX_SESSION_TIMEOUT,
+                )),
             }),
         }
     }
@@ -134,6 +152,39 @@ impl GroupCoordinator {
             .hasher(IdHasher)
             .build()?;
         Ok(Self::new(purgatory))
+    }
+
+    /// Sets the session timeouts later joins may ask for, `min` and `max`
+    /// included (Kafka's `group.min.session.timeout.ms` and
+    /// `group.max.session.timeout.ms`); members already in a group keep
+    /// theirs. `INVALID_CONFIG` if `min` is zero or above `max`, and then
+    /// nothing changes.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use broker::{ErrorCode, GroupCoordinator};
+    /// use timer::ManualClock;
+    ///
+    /// let coordinator = GroupCoordinator::with_manual_clock(&ManualClock::new()).unwrap();
+    /// let (min, max) = (Duration::from_secs(6), Duration::from_secs(1800));
+    /// coordinator.set_session_timeouts(min, max).unwrap();
+    /// assert_eq!(
+    ///     coordinator.join_group(&"g".into(), &"m".into(), Duration::from_secs(1)),
+    ///     Err(ErrorCode::InvalidSessionTimeout)
+    /// );
+    /// assert!(coordinator.join_group(&"g".into(), &"m".into(), min).is_ok());
+    /// ```
+    pub fn set_session_timeouts(&self, min: Duration, max: Duration) -> Result<(), ErrorCode> {
+        if min.is_zero() || min > max {
+            return Err(ErrorCode::InvalidConfig);
+        }
+        *self.inner.session_timeouts.write() = (min, max);
+        Ok(())
+    }
+
+    /// The session timeouts joins may ask for: `(min, max)`, both included.
+    pub fn session_timeouts(&self) -> (Duration, Duration) {
+        *self.inner.session_timeouts.read()
     }
 
     /// The heartbeat purgatory (for its gauges).
@@ -176,7 +227,9 @@ impl GroupCoordinator {
 
     /// Adds `member` to `group` (creating the group if needed), or replaces it
     /// if present; bumps the generation and arms its first heartbeat
-    /// expectation, due `session_timeout` from now. After
+    /// expectation, due `session_timeout` from now.
+    /// `INVALID_SESSION_TIMEOUT` for a session timeout outside
+    /// [`session_timeouts`](Self::session_timeouts). After
     /// [`shutdown`](Self::shutdown), `COORDINATOR_NOT_AVAILABLE`, and the
     /// member is not added (a group the join created stays, empty, as
     /// [`add_group`](Self::add_group) leaves it).
@@ -186,7 +239,8 @@ impl GroupCoordinator {
         member: &MemberId,
         session_timeout: Duration,
     ) -> Result<JoinResult, ErrorCode> {
-        if session_timeout.is_zero() {
+        let (min, max) = self.session_timeouts();
+        if !(min..=max).contains(&session_timeout) {
             return Err(ErrorCode::InvalidSessionTimeout);
         }
         self.inner.active()?;

@@ -120,6 +120,70 @@ fn unknown_group_and_bad_session() {
 }
 
 #[test]
+fn session_timeouts_outside_the_bounds_are_refused() {
+    let clock = ManualClock::new();
+    let coordinator = GroupCoordinator::with_manual_clock(&clock).unwrap();
+    let (group, member) = (GroupId::new("g"), MemberId::new("m"));
+    assert_eq!(
+        coordinator.session_timeouts(),
+        (Duration::from_millis(1), Duration::from_secs(1800))
+    );
+    for refused in [
+        Duration::from_micros(999),
+        Duration::from_secs(1800) + Duration::from_nanos(1),
+        Duration::MAX,
+    ] {
+        assert_eq!(
+            coordinator.join_group(&group, &member, refused),
+            Err(ErrorCode::InvalidSessionTimeout),
+            "{refused:?}"
+        );
+    }
+    assert_eq!(coordinator.alive_members(), 0);
+    assert_eq!(coordinator.purgatory().delayed(), 0);
+    assert!(coordinator
+        .join_group(&group, &member, Duration::from_secs(1800))
+        .is_ok());
+
+    let (min, max) = (Duration::from_secs(6), Duration::from_secs(60));
+    assert_eq!(
+        coordinator.set_session_timeouts(Duration::ZERO, max),
+        Err(ErrorCode::InvalidConfig)
+    );
+    assert_eq!(
+        coordinator.set_session_timeouts(max, min),
+        Err(ErrorCode::InvalidConfig)
+    );
+    assert_eq!(
+        coordinator.session_timeouts(),
+        (Duration::from_millis(1), Duration::from_secs(1800)),
+        "a refused setting changes nothing"
+    );
+    coordinator.set_session_timeouts(min, max).unwrap();
+    let late = MemberId::new("late");
+    assert_eq!(
+        coordinator.join_group(&group, &late, Duration::from_secs(5)),
+        Err(ErrorCode::InvalidSessionTimeout)
+    );
+    assert!(coordinator.join_group(&group, &late, max).is_ok());
+    // The member that joined under the old bounds keeps its session.
+    assert_eq!(coordinator.heartbeat(&group, &member), Ok(()));
+    let evicted_by = |ms| {
+        clock.set_ms(ms);
+        while coordinator.advance_clock(Duration::ZERO) {}
+        let evicted: Vec<_> = coordinator
+            .take_evictions()
+            .into_iter()
+            .map(|e| e.member)
+            .collect();
+        evicted
+    };
+    assert_eq!(evicted_by(60_000), [late]);
+    assert_eq!(evicted_by(1_799_999), []);
+    assert_eq!(evicted_by(1_800_000), [member]);
+}
+
+#[test]
 fn after_shutdown_joins_and_heartbeats_are_refused() {
     let (clock, coordinator, group, member) = setup(500);
     assert_eq!(coordinator.shutdown(), 1);

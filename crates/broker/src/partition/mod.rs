@@ -262,14 +262,21 @@ impl Partition {
 
     /// Puts a follower in or out of the ISR (Kafka's ISR expand and shrink),
     /// on the leader only. Shrinking can advance the HW; returns whether it
-    /// did.
+    /// did. As in Kafka, a follower joins the ISR only once caught up: its
+    /// LEO at least the HW (`INELIGIBLE_REPLICA` otherwise, and the ISR
+    /// stays as it was); otherwise the HW it already passed would no longer
+    /// be held by every in-sync replica.
     pub fn set_in_sync(&self, replica: ReplicaId, in_sync: bool) -> Result<bool, ErrorCode> {
         let mut state = self.state.lock();
         state.leader_or_error()?;
+        let high_watermark = state.high_watermark;
         let follower = state
             .followers
             .get_mut(&replica)
             .ok_or(ErrorCode::NotLeaderOrFollower)?;
+        if in_sync && !follower.in_sync && follower.log_end_offset < high_watermark {
+            return Err(ErrorCode::IneligibleReplica);
+        }
         follower.in_sync = in_sync;
         Ok(state.maybe_advance_hw())
     }
@@ -374,6 +381,27 @@ mod tests {
         assert_eq!(p.high_watermark(), 10);
         assert_eq!(p.update_follower(1, 11), Err(ErrorCode::OffsetOutOfRange));
         assert_eq!(p.update_follower(7, 1), Err(ErrorCode::NotLeaderOrFollower));
+    }
+
+    #[test]
+    fn a_follower_rejoins_the_isr_only_once_caught_up_to_the_hw() {
+        let p = partition();
+        p.append(&Records::uniform(10, 10), true).unwrap();
+        p.update_follower(1, 3).unwrap();
+        assert_eq!(p.set_in_sync(1, false), Ok(false));
+        p.update_follower(2, 10).unwrap();
+        assert_eq!(p.high_watermark(), 10, "follower 2 alone holds the HW");
+        assert_eq!(p.set_in_sync(1, true), Err(ErrorCode::IneligibleReplica));
+        assert!(!p.follower(1).unwrap().in_sync, "the ISR stays as it was");
+        assert_eq!(p.set_in_sync(2, true), Ok(false), "already in sync");
+        p.update_follower(1, 10).unwrap();
+        assert_eq!(p.set_in_sync(1, true), Ok(false));
+        assert!(p.follower(1).unwrap().in_sync);
+        assert_eq!(
+            p.set_in_sync(1, false),
+            Ok(false),
+            "leaving is always allowed"
+        );
     }
 
     #[test]

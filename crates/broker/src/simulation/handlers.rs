@@ -404,7 +404,7 @@ fn handle(
                     &consumer.member,
                     shared.session_timeout,
                 )
-                .expect("a positive session timeout is always accepted");
+                .expect("the coordinator admits the configured session timeout");
         }
         return;
     }

@@ -188,6 +188,15 @@ pub fn run_recorded(
 
 impl<'a> Engine<'a> {
     fn new(config: &'a SimConfig, coordinator: GroupCoordinator, time: Time) -> Self {
+        let session_timeout = Duration::from_millis(config.session_timeout_ms);
+        // The simulation's flags bound its session timeout (up to 7 days),
+        // not Kafka's 30-minute default.
+        coordinator
+            .set_session_timeouts(
+                GroupCoordinator::DEFAULT_MIN_SESSION_TIMEOUT,
+                session_timeout.max(GroupCoordinator::DEFAULT_MAX_SESSION_TIMEOUT),
+            )
+            .expect("a validated configuration has a positive session timeout");
         let mut rng = StdRng::seed_from_u64(config.seed);
         let fates = plan_fates(config, &mut rng);
         let failing = Failing::of(fates.iter());
@@ -220,7 +229,7 @@ impl<'a> Engine<'a> {
         let shared = Arc::new(Shared {
             coordinator,
             ids: RwLock::new(ids),
-            session_timeout: Duration::from_millis(config.session_timeout_ms),
+            session_timeout,
         });
         Engine {
             config,
@@ -447,7 +456,7 @@ impl<'a> Engine<'a> {
         self.shared
             .coordinator
             .join_group(&group, &member, self.shared.session_timeout)
-            .expect("a positive session timeout is always accepted");
+            .expect("the coordinator admits the configured session timeout");
         self.rejoins += 1;
     }
 }
