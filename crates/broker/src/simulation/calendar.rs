@@ -9,10 +9,14 @@
 //! The rare event beyond the horizon waits in an ordered map and moves into
 //! the ring when the ring reaches it. The engine never files an event at or
 //! before the time it is handling, so a bucket is complete when it is taken.
+//! A bitmap of the slots that hold events lets the next event be found a
+//! word (64 ms) at a time: a sparse run (one consumer, a week) would
+//! otherwise step through every empty millisecond.
 //!
-//! Invariant: every event in the ring is due in `[cursor, cursor + len)`, so
-//! each ring slot holds the events of exactly one millisecond; every event
-//! in `far` is due at `cursor + len` or later.
+//! Invariants: every event in the ring is due in `[cursor, cursor + len)`,
+//! so each ring slot holds the events of exactly one millisecond; every
+//! event in `far` is due at `cursor + len` or later; a slot's bit in
+//! `occupied` is set exactly when the slot holds events.
 
 use std::collections::BTreeMap;
 
@@ -25,6 +29,8 @@ const MAX_SLOTS: usize = 1 << 16;
 pub(super) struct Calendar {
     /// Slot `t % len` holds the events due at `t`.
     slots: Vec<Vec<u32>>,
+    /// Bit `i % 64` of word `i / 64` is set when slot `i` holds events.
+    occupied: Vec<u64>,
     /// `len - 1` (`len` is a power of two).
     mask: u64,
     /// Every event due before `cursor` has been taken.
@@ -48,6 +54,7 @@ impl Calendar {
             .next_power_of_two();
         Calendar {
             slots: vec![Vec::new(); len],
+            occupied: vec![0; len.div_ceil(64)],
             mask: len as u64 - 1,
             cursor: 0,
             in_ring: 0,
@@ -66,7 +73,9 @@ impl Calendar {
         debug_assert!(due >= self.cursor, "an event filed in the past");
         let due = due.max(self.cursor);
         if due - self.cursor < self.len() {
-            self.slots[(due & self.mask) as usize].push(index);
+            let slot = (due & self.mask) as usize;
+            self.slots[slot].push(index);
+            self.mark(slot);
             self.in_ring += 1;
         } else {
             let spare = &mut self.spare;
@@ -80,10 +89,48 @@ impl Calendar {
     /// When the earliest event is due.
     pub(super) fn next_due(&self) -> Option<u64> {
         if self.in_ring > 0 {
-            (self.cursor..self.cursor + self.len())
-                .find(|&t| !self.slots[(t & self.mask) as usize].is_empty())
+            Some(self.first_in_ring())
         } else {
             self.far.first_key_value().map(|(&due, _)| due)
+        }
+    }
+
+    fn mark(&mut self, slot: usize) {
+        self.occupied[slot / 64] |= 1 << (slot % 64);
+    }
+
+    fn unmark(&mut self, slot: usize) {
+        self.occupied[slot / 64] &= !(1 << (slot % 64));
+    }
+
+    /// When the earliest event in the ring is due; the ring holds one.
+    fn first_in_ring(&self) -> u64 {
+        debug_assert!(self.in_ring > 0);
+        let len = self.len() as usize;
+        let start = (self.cursor & self.mask) as usize;
+        // Slots from `start` to the ring's end, then from its start: times
+        // `cursor ..` in order.
+        let slot = self
+            .first_marked(start, len)
+            .or_else(|| self.first_marked(0, start))
+            .expect("a ring holding events has a marked slot");
+        self.cursor + ((slot + len - start) % len) as u64
+    }
+
+    /// The first marked slot in `from..to`.
+    fn first_marked(&self, from: usize, to: usize) -> Option<usize> {
+        let mut word = from / 64;
+        let mut bits = self.occupied.get(word)? & (u64::MAX << (from % 64));
+        loop {
+            if bits != 0 {
+                let slot = word * 64 + bits.trailing_zeros() as usize;
+                return (slot < to).then_some(slot);
+            }
+            word += 1;
+            if word * 64 >= to {
+                return None;
+            }
+            bits = self.occupied[word];
         }
     }
 
@@ -91,16 +138,18 @@ impl Calendar {
     /// consumer order. Hand the bucket back with [`Calendar::recycle`].
     pub(super) fn pop_due(&mut self, now: u64) -> Option<(u64, Vec<u32>)> {
         while self.cursor <= now {
-            if self.in_ring == 0 {
-                // Nothing in the ring: jump to the first far event (or past
-                // `now`) instead of stepping through empty slots.
-                let next = self.far.first_key_value().map_or(u64::MAX, |(&t, _)| t);
-                if next > now {
-                    self.advance_to(now + 1);
-                    return None;
-                }
-                self.advance_to(next);
+            // Jump to the first event (or past `now`) instead of stepping
+            // through empty slots.
+            let next = if self.in_ring > 0 {
+                self.first_in_ring()
+            } else {
+                self.far.first_key_value().map_or(u64::MAX, |(&t, _)| t)
+            };
+            if next > now {
+                self.advance_to(now + 1);
+                return None;
             }
+            self.advance_to(next);
             let t = self.cursor;
             let slot = (t & self.mask) as usize;
             // Empty slot `t` before the cursor moves on: moving it lets the
@@ -109,6 +158,7 @@ impl Calendar {
                 None
             } else {
                 let fresh = self.spare.pop().unwrap_or_default();
+                self.unmark(slot);
                 Some(std::mem::replace(&mut self.slots[slot], fresh))
             };
             self.advance_to(t + 1);
@@ -131,9 +181,10 @@ impl Calendar {
                 break;
             }
             let (due, mut bucket) = entry.remove_entry();
-            let slot = &mut self.slots[(due & self.mask) as usize];
+            let slot = (due & self.mask) as usize;
             self.in_ring += bucket.len();
-            slot.append(&mut bucket);
+            self.slots[slot].append(&mut bucket);
+            self.mark(slot);
             self.spare.push(bucket);
         }
     }
@@ -208,6 +259,48 @@ mod tests {
             ]
         );
         assert_eq!(c.next_due(), None);
+    }
+
+    #[test]
+    fn matches_an_ordered_map_across_sparse_jumps_and_ring_wraps() {
+        use rand::rngs::StdRng;
+        use rand::{Rng, SeedableRng};
+        use std::collections::BTreeSet;
+
+        for (seed, horizon) in [(1, 100), (2, 63), (3, 200), (4, 1_000), (5, 5)] {
+            let mut rng = StdRng::seed_from_u64(seed);
+            let mut c = Calendar::new(horizon);
+            let mut model: BTreeSet<(u64, u32)> = BTreeSet::new();
+            let mut now = 0u64;
+            for index in 0..3_000u32 {
+                // Mostly within the horizon, some far beyond it; the caller
+                // sometimes jumps far ahead, sometimes a millisecond.
+                let ahead = match rng.gen_range(0..10) {
+                    0 => rng.gen_range(horizon..horizon * 20),
+                    _ => rng.gen_range(1..=horizon),
+                };
+                c.push(now + ahead, index);
+                model.insert((now + ahead, index));
+                assert_eq!(c.next_due(), model.first().map(|&(t, _)| t), "seed {seed}");
+                now += match rng.gen_range(0..4) {
+                    0 => rng.gen_range(0..horizon * 3),
+                    _ => rng.gen_range(0..3),
+                };
+                while let Some((due, bucket)) = c.pop_due(now) {
+                    let expected: Vec<u32> = model
+                        .iter()
+                        .take_while(|&&(t, _)| t == due)
+                        .map(|&(_, i)| i)
+                        .collect();
+                    assert!(due <= now, "never early");
+                    assert_eq!(model.first().map(|&(t, _)| t), Some(due), "seed {seed}");
+                    assert_eq!(bucket, expected, "seed {seed}, due {due}");
+                    model.retain(|&(t, _)| t != due);
+                    c.recycle(bucket);
+                }
+                assert!(model.first().is_none_or(|&(t, _)| t > now), "seed {seed}");
+            }
+        }
     }
 
     #[test]
