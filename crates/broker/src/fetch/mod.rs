@@ -173,18 +173,25 @@ pub(crate) fn can_answer_now(
             // partition does not know).
             Err(_) => return true,
         };
-        let end = match partition.end_offset(params.isolation()) {
-            Ok(end) => end,
+        let (end, log_end) = match (
+            partition.end_offset(params.isolation()),
+            partition.end_offset(FetchIsolation::LogEnd),
+        ) {
+            (Ok(end), Ok(log_end)) => (end, log_end),
             // Case A: no longer the leader.
-            Err(_) => return true,
+            _ => return true,
         };
-        if fetch.fetch_offset > end {
+        if fetch.fetch_offset > log_end {
             // Case F: the log was truncated below the fetch offset.
             return true;
         }
-        accumulated += partition
-            .bytes_between(fetch.fetch_offset, end)
-            .min(fetch.max_bytes);
+        // A consumer's offset past the high watermark (but not the log end)
+        // waits for the high watermark to pass it.
+        if fetch.fetch_offset < end {
+            accumulated += partition
+                .bytes_between(fetch.fetch_offset, end)
+                .min(fetch.max_bytes);
+        }
     }
     // Case G.
     accumulated >= params.min_bytes

@@ -262,6 +262,39 @@ fn consumers_wait_for_the_high_watermark_followers_for_the_log_end() {
 }
 
 #[test]
+fn a_consumer_past_the_high_watermark_waits_for_it_instead_of_resetting() {
+    // Kafka: an offset between the HW and the log end is in range (a new
+    // leader's HW may lag its consumers); the fetch long-polls.
+    let f = Fixture::new(&[1]);
+    f.append(4, 10);
+    f.rm.follower_fetch_ack(1, &f.tp, 2).unwrap();
+    assert_eq!(f.rm.partition(&f.tp).unwrap().high_watermark(), 2);
+    let waiting = f.fetch(f.consumer(1), 3, 1 << 20);
+    assert!(!waiting.is_ready(), "waits, as min_bytes is not there yet");
+    f.rm.follower_fetch_ack(1, &f.tp, 3).unwrap();
+    assert!(
+        !waiting.is_ready(),
+        "the HW reached the offset, no bytes yet"
+    );
+    f.rm.follower_fetch_ack(1, &f.tp, 4).unwrap();
+    let read = waiting.take().expect("the HW passed the offset")[&f.tp];
+    assert_eq!(
+        (read.error, read.records.bytes, read.records.next_offset),
+        (ErrorCode::None, 10, 4)
+    );
+    // Expiring there answers nothing, without an error.
+    f.append(2, 10);
+    let expiring = f.fetch(f.consumer(1), 5, 1 << 20);
+    f.at(MAX_WAIT_MS);
+    let read = expiring.take().expect("max_wait")[&f.tp];
+    assert_eq!(
+        (read.error, read.records.bytes, read.high_watermark),
+        (ErrorCode::None, 0, 4)
+    );
+    assert_eq!(f.gauges(), (0, 0));
+}
+
+#[test]
 fn errors_and_truncation_complete_at_once() {
     let f = Fixture::new(&[]);
     let waiting = f.fetch(f.consumer(1), 0, 1 << 20);

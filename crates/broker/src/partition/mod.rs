@@ -321,8 +321,11 @@ impl Partition {
     }
 
     /// Reads from `fetch_offset` up to the isolation's end offset, at most
-    /// `max_bytes` (but one record at least). A fetch offset beyond the end
-    /// answers `OFFSET_OUT_OF_RANGE`.
+    /// `max_bytes` (but one record at least). As in Kafka, only a fetch
+    /// offset beyond the log end answers `OFFSET_OUT_OF_RANGE` (the log was
+    /// truncated below it); a consumer's offset between the high watermark
+    /// and the log end is valid and reads nothing yet (a consumer told
+    /// otherwise would reset its position).
     pub fn read(
         &self,
         fetch_offset: u64,
@@ -345,11 +348,14 @@ impl Partition {
             FetchIsolation::LogEnd => log_end_offset,
             FetchIsolation::HighWatermark => high_watermark,
         };
-        if fetch_offset > end {
+        if fetch_offset > log_end_offset {
             return answer(
                 ErrorCode::OffsetOutOfRange,
                 FetchedRecords::empty(fetch_offset),
             );
+        }
+        if fetch_offset >= end {
+            return answer(ErrorCode::None, FetchedRecords::empty(fetch_offset));
         }
         answer(
             ErrorCode::None,
@@ -452,10 +458,20 @@ mod tests {
         );
         let follower = p.read(0, 1000, FetchIsolation::LogEnd);
         assert_eq!(follower.records.next_offset, 4);
-        assert_eq!(
-            p.read(3, 1000, FetchIsolation::HighWatermark).error,
-            ErrorCode::OffsetOutOfRange
-        );
+        // Between the HW and the log end: valid, nothing to read yet.
+        for offset in [3, 4] {
+            let read = p.read(offset, 1000, FetchIsolation::HighWatermark);
+            assert_eq!(
+                (read.error, read.records.bytes, read.records.next_offset),
+                (ErrorCode::None, 0, offset)
+            );
+        }
+        for isolation in [FetchIsolation::HighWatermark, FetchIsolation::LogEnd] {
+            assert_eq!(
+                p.read(5, 1000, isolation).error,
+                ErrorCode::OffsetOutOfRange
+            );
+        }
     }
 
     #[test]
