@@ -23,9 +23,8 @@
 //! Figures: `adds_per_s` is all tasks divided by the wall time from the
 //! first producer's start (read by the producer itself as the barrier
 //! releases it, before its first add) until the last producer finishes, so
-//! the window holds every add however the threads are scheduled
-//! ([`add_window`]); lateness percentiles are
-//! nearest-rank over all fired tasks; `peak_rss_mb` is the process's peak
+//! the window holds every add however the threads are scheduled; lateness
+//! percentiles are nearest-rank over all fired tasks; `peak_rss_mb` is the process's peak
 //! RSS (`VmHWM`, reset at the start of the run), which includes the 4-byte
 //! lateness slot per task and the delay arrays.
 //!
