@@ -105,7 +105,7 @@ impl GroupCoordinator {
 
     /// The shortest session timeout a join may ask for unless
     /// [`set_session_timeouts`](Self::set_session_timeouts) says otherwise:
-    /// one timer tick. Kafka's `group.min.session.timeout.ms` defaults to
+    /// 1 ms, the default timer tick. Kafka's `group.min.session.timeout.ms` defaults to
     /// 6 s, for clients on real networks; the model's tests and simulations
     /// run sessions of milliseconds.
     pub const DEFAULT_MIN_SESSION_TIMEOUT: Duration = Duration::from_millis(1);
