@@ -27,9 +27,12 @@
 //!   is a future of that outcome that works on any executor (this crate
 //!   depends on no async runtime), [`Operation::wait_timeout`] blocks a
 //!   thread on it. Waiters are woken by the call that ended the operation,
-//!   before it returns, after the callbacks ran; waiters of an operation
-//!   dropped outside a stay (never watched, or its watch refused) are woken
-//!   with `Cancelled` when it is dropped.
+//!   before it returns, after the callbacks ran and the purgatory let go of
+//!   it. [`Operation::outcome`] shows `Completed` or `Expired` once the
+//!   callbacks ran (while they run, `is_completed()` is already true).
+//!   Waiters of an operation dropped outside a stay (never watched, or its
+//!   watch refused) are woken with `Cancelled` when it is dropped: after a
+//!   refused watch, drop the operation or stop awaiting it.
 //! * **Prompt release.** When the call that completed or cancelled an
 //!   operation returns (for an expiry: once the timer's pass that ran it
 //!   has; for a call made from inside a callback: when the outermost

@@ -7,14 +7,25 @@
 //!   [`Outcome`] of its last stay. [`OpState::decide`] is a single
 //!   compare-and-swap, so whichever of several threads (a check on each of
 //!   its keys, the timeout, a force, a cancel) decides first wins, and
-//!   exactly one does: that one runs `on_complete`.
+//!   exactly one does: that one runs `on_complete`, then *settles* the
+//!   operation ([`OpState::settle`]). A completed operation shows its
+//!   outcome only once settled, so whoever reads `Completed` or `Expired`
+//!   also sees what the callbacks did. A waiter that comes between the
+//!   decision and the settling marks itself late ([`OpState::mark_late`])
+//!   and registers in the operation's links; both are read-modify-writes of
+//!   the one byte, so either the settler sees the mark (and takes the late
+//!   waiters' signal out of the links, under their lock, which the waiter
+//!   holds while registering), or the waiter sees the operation settled.
 //! * [`Signal`], the waiters of one stay: an outcome cell and a list of
 //!   wakers behind a mutex. [`Signal::resolve`] stores the outcome and then
 //!   takes the list; [`Signal::poll`] takes the list's lock and then reads
 //!   the outcome. So a waiter either reads the outcome or is in the list the
-//!   resolver wakes: no wake-up is lost. An operation allocates a signal
-//!   only when someone asks for its [`Completion`]; nobody awaiting costs
-//!   one empty pointer.
+//!   resolver wakes: no wake-up is lost. Each waiting [`Completion`] (each
+//!   copy, each `wait_timeout`) has one slot in the list, holding the waker
+//!   it was last polled with, and frees it when dropped: the list holds one
+//!   waker per live waiter, whatever the polls, and registering is O(1). An
+//!   operation allocates a signal only when someone asks for its
+//!   [`Completion`]; nobody awaiting costs one empty pointer.
 
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -59,6 +70,10 @@ const WATCHED: u8 = 4;
 /// The operation's last stay was cancelled (cleared when it is claimed
 /// again).
 const CANCELLED: u8 = 8;
+/// The completed operation's callbacks ran: its outcome shows.
+const SETTLED: u8 = 16;
+/// A waiter registered after the operation completed, before it settled.
+const LATE: u8 = 32;
 
 impl Outcome {
     fn bits(self) -> u8 {
@@ -125,9 +140,34 @@ impl OpState {
         self.load() & (WATCHED | COMPLETED) == WATCHED
     }
 
-    /// The outcome of the operation's last stay, if it has ended.
+    /// The outcome of the operation's last stay, if it has ended; for a
+    /// completed operation, once its callbacks ran (settled).
     pub(crate) fn outcome(&self) -> Option<Outcome> {
+        let s = self.load();
+        if s & (COMPLETED | SETTLED) == COMPLETED {
+            return None;
+        }
+        Outcome::from_bits(s)
+    }
+
+    /// The outcome decided for the last stay, settled or not.
+    pub(crate) fn decided(&self) -> Option<Outcome> {
         Outcome::from_bits(self.load())
+    }
+
+    /// Marks a completed operation settled: its callbacks ran. Returns
+    /// whether a waiter marked itself late before (see the module docs).
+    pub(crate) fn settle(&self) -> bool {
+        let was = self.0.fetch_or(SETTLED, Ordering::AcqRel);
+        debug_assert!(was & COMPLETED != 0 && was & SETTLED == 0);
+        was & LATE != 0
+    }
+
+    /// Marks a late waiter of a completed operation; call it holding the
+    /// links' lock. Returns whether the operation is still unsettled, so
+    /// that the waiter must register (the settler then takes it).
+    pub(crate) fn mark_late(&self) -> bool {
+        self.0.fetch_or(LATE, Ordering::AcqRel) & SETTLED == 0
     }
 
     /// Marks the operation watched for a new stay (clearing a previous
@@ -170,14 +210,22 @@ impl OpState {
 pub(crate) struct Signal {
     /// `Outcome::bits()` once resolved, else 0.
     outcome: AtomicU8,
-    wakers: Mutex<Vec<Waker>>,
+    wakers: Mutex<Wakers>,
+}
+
+/// A signal's waiters: one slot per waiting [`Completion`], reused once
+/// freed; emptied (taken) when the signal resolves.
+#[derive(Debug, Default)]
+struct Wakers {
+    slots: Vec<Option<Waker>>,
+    free: Vec<usize>,
 }
 
 impl Signal {
     pub(crate) fn new() -> Self {
         Signal {
             outcome: AtomicU8::new(0),
-            wakers: Mutex::new(Vec::new()),
+            wakers: Mutex::new(Wakers::default()),
         }
     }
 
@@ -193,7 +241,7 @@ impl Signal {
     pub(crate) fn resolve(&self, outcome: Outcome) {
         self.outcome.store(outcome.bits(), Ordering::Release);
         let wakers = std::mem::take(&mut *self.wakers.lock());
-        for waker in wakers {
+        for waker in wakers.slots.into_iter().flatten() {
             if let Err(panic) = catch_unwind(AssertUnwindSafe(move || waker.wake())) {
                 log::error!("purgatory: a waker panicked: {}", panic_message(&*panic));
                 discard_panic(panic);
@@ -201,19 +249,53 @@ impl Signal {
         }
     }
 
-    /// The outcome, or registers `waker` to be woken when it is decided.
-    pub(crate) fn poll(&self, waker: &Waker) -> Poll<Outcome> {
+    /// The outcome, or registers `waker` in the waiter's `slot` (taking
+    /// one if it has none) to be woken when it is decided. The waker it
+    /// replaces is dropped after the lock is released.
+    pub(crate) fn poll(&self, waker: &Waker, slot: &mut Option<usize>) -> Poll<Outcome> {
         if let Some(outcome) = self.get() {
             return Poll::Ready(outcome);
         }
-        let mut wakers = self.wakers.lock();
-        if let Some(outcome) = self.get() {
-            return Poll::Ready(outcome);
-        }
-        if !wakers.iter().any(|w| w.will_wake(waker)) {
-            wakers.push(waker.clone());
-        }
+        let replaced = {
+            let mut wakers = self.wakers.lock();
+            if let Some(outcome) = self.get() {
+                return Poll::Ready(outcome);
+            }
+            match *slot {
+                Some(index) => match &mut wakers.slots[index] {
+                    Some(kept) if kept.will_wake(waker) => None,
+                    kept => kept.replace(waker.clone()),
+                },
+                None => {
+                    let index = match wakers.free.pop() {
+                        Some(index) => index,
+                        None => {
+                            wakers.slots.push(None);
+                            wakers.slots.len() - 1
+                        }
+                    };
+                    wakers.slots[index] = Some(waker.clone());
+                    *slot = Some(index);
+                    None
+                }
+            }
+        };
+        drop(replaced);
         Poll::Pending
+    }
+
+    /// Frees a waiter's slot (its `Completion` is going). Nothing to do
+    /// once resolved: the list is gone.
+    fn forget(&self, index: usize) {
+        let waker = {
+            let mut wakers = self.wakers.lock();
+            let waker = wakers.slots.get_mut(index).and_then(Option::take);
+            if waker.is_some() {
+                wakers.free.push(index);
+            }
+            waker
+        };
+        drop(waker);
     }
 }
 
@@ -222,17 +304,23 @@ impl Signal {
 ///
 /// Owned, `Send + 'static`, and cheap to clone; every clone resolves to the
 /// same outcome. It works on any executor (it needs only the waker it is
-/// polled with), and it does not keep the operation alive.
-#[derive(Debug, Clone)]
+/// polled with), and it does not keep the operation alive. As `Future`
+/// asks, only the waker of its latest poll is woken (each clone keeps its
+/// own); dropping it stops waiting.
+#[derive(Debug)]
 #[must_use = "a future does nothing unless polled"]
 pub struct Completion {
     state: CompletionState,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 enum CompletionState {
     Ready(Outcome),
-    Waiting(Arc<Signal>),
+    Waiting {
+        signal: Arc<Signal>,
+        /// Its slot in the signal's list, once polled.
+        slot: Option<usize>,
+    },
 }
 
 impl Completion {
@@ -244,24 +332,30 @@ impl Completion {
 
     pub(crate) fn waiting(signal: Arc<Signal>) -> Self {
         Completion {
-            state: CompletionState::Waiting(signal),
+            state: CompletionState::Waiting { signal, slot: None },
         }
     }
 
-    fn poll_with(&self, waker: &Waker) -> Poll<Outcome> {
-        match &self.state {
+    fn poll_with(&mut self, waker: &Waker) -> Poll<Outcome> {
+        match &mut self.state {
             CompletionState::Ready(outcome) => Poll::Ready(*outcome),
-            CompletionState::Waiting(signal) => signal.poll(waker),
+            CompletionState::Waiting { signal, slot } => signal.poll(waker, slot),
         }
     }
 
     /// Blocks the calling thread until the outcome is decided or `timeout`
-    /// passes (real time); `None` on timeout.
+    /// passes (real time); `None` on timeout. Waits in a slot of its own,
+    /// freed before it returns.
     pub(crate) fn wait_timeout(&self, timeout: Duration) -> Option<Outcome> {
+        let signal = match &self.state {
+            CompletionState::Ready(outcome) => return Some(*outcome),
+            CompletionState::Waiting { signal, .. } => signal,
+        };
+        let mut waiting = Completion::waiting(signal.clone());
         let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
         let deadline = Instant::now().checked_add(timeout);
         loop {
-            if let Poll::Ready(outcome) = self.poll_with(&waker) {
+            if let Poll::Ready(outcome) = waiting.poll_with(&waker) {
                 return Some(outcome);
             }
             match deadline {
@@ -278,11 +372,33 @@ impl Completion {
     }
 }
 
+impl Clone for Completion {
+    /// A copy that waits on its own: it has no slot until polled.
+    fn clone(&self) -> Self {
+        match &self.state {
+            CompletionState::Ready(outcome) => Completion::ready(*outcome),
+            CompletionState::Waiting { signal, .. } => Completion::waiting(signal.clone()),
+        }
+    }
+}
+
+impl Drop for Completion {
+    fn drop(&mut self) {
+        if let CompletionState::Waiting {
+            signal,
+            slot: Some(index),
+        } = &self.state
+        {
+            signal.forget(*index);
+        }
+    }
+}
+
 impl Future for Completion {
     type Output = Outcome;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Outcome> {
-        self.poll_with(cx.waker())
+        self.get_mut().poll_with(cx.waker())
     }
 }
 
@@ -296,6 +412,68 @@ impl Wake for Unpark {
 
     fn wake_by_ref(self: &Arc<Self>) {
         self.0.unpark();
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[derive(Default)]
+    struct CountWakes(std::sync::atomic::AtomicUsize);
+
+    impl Wake for CountWakes {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn held(signal: &Signal) -> usize {
+        signal.wakers.lock().slots.iter().flatten().count()
+    }
+
+    #[test]
+    fn a_completion_holds_only_the_waker_of_its_latest_poll() {
+        let signal = Arc::new(Signal::new());
+        let (a, b) = (
+            Arc::new(CountWakes::default()),
+            Arc::new(CountWakes::default()),
+        );
+        let mut c = Completion::waiting(signal.clone());
+        assert_eq!(c.poll_with(&Waker::from(a.clone())), Poll::Pending);
+        assert_eq!(c.poll_with(&Waker::from(b.clone())), Poll::Pending);
+        assert_eq!(c.poll_with(&Waker::from(b.clone())), Poll::Pending);
+        assert_eq!(held(&signal), 1);
+        assert_eq!((Arc::strong_count(&a), Arc::strong_count(&b)), (1, 2));
+        signal.resolve(Outcome::Completed);
+        assert_eq!(a.0.load(Ordering::SeqCst), 0);
+        assert_eq!(b.0.load(Ordering::SeqCst), 1);
+        assert_eq!(
+            c.poll_with(&Waker::from(a.clone())),
+            Poll::Ready(Outcome::Completed)
+        );
+    }
+
+    #[test]
+    fn dropped_and_timed_out_waiters_leave_no_waker_behind() {
+        let signal = Arc::new(Signal::new());
+        let c = Completion::waiting(signal.clone());
+        for _ in 0..1_000 {
+            assert_eq!(c.wait_timeout(Duration::ZERO), None);
+            let mut copy = c.clone();
+            assert_eq!(copy.poll_with(&Waker::noop().clone()), Poll::Pending);
+            assert_eq!(held(&signal), 1, "the copy's only");
+        }
+        assert_eq!(held(&signal), 0);
+        assert!(signal.wakers.lock().slots.len() <= 2, "slots are reused");
+        let dropped = Arc::new(CountWakes::default());
+        let mut gone = c.clone();
+        assert_eq!(gone.poll_with(&Waker::from(dropped.clone())), Poll::Pending);
+        drop(gone);
+        assert_eq!(Arc::strong_count(&dropped), 1);
+        signal.resolve(Outcome::Expired);
+        assert_eq!(dropped.0.load(Ordering::SeqCst), 0);
+        assert_eq!(c.wait_timeout(Duration::ZERO), Some(Outcome::Expired));
     }
 }
 
@@ -323,7 +501,7 @@ mod loom_models {
 
     /// Polls `completion` until ready, blocking between polls: a wake-up
     /// that never comes is a deadlock, which loom reports.
-    fn block_on(completion: Completion) -> Outcome {
+    fn block_on(mut completion: Completion) -> Outcome {
         let wakeup = Arc::new(Wakeup(Notify::new()));
         let waker = Waker::from(wakeup.clone());
         loop {
@@ -339,8 +517,68 @@ mod loom_models {
     fn leave(state: &OpState, signal: &Signal, wins: &AtomicUsize, outcome: Outcome) {
         if state.decide(outcome) {
             wins.fetch_add(1, Ordering::SeqCst);
+            if outcome != Outcome::Cancelled {
+                state.settle();
+            }
             signal.resolve(outcome);
         }
+    }
+
+    /// A waiter asking while the operation completes, as
+    /// `Operation::completion` does: the outcome if it shows, else a
+    /// registration in the links (a mutex here), marked late if the
+    /// operation is completed but not settled.
+    fn ask(state: &OpState, links: &Mutex<Option<Arc<Signal>>>) -> Completion {
+        if let Some(outcome) = state.outcome() {
+            return Completion::ready(outcome);
+        }
+        let mut links = links.lock();
+        if let Some(outcome) = state.outcome() {
+            return Completion::ready(outcome);
+        }
+        if let Some(decided) = state.decided() {
+            if !state.mark_late() {
+                return Completion::ready(decided);
+            }
+        }
+        Completion::waiting(links.get_or_insert_with(|| Arc::new(Signal::new())).clone())
+    }
+
+    /// A waiter asking at any point of a completion (before the decision,
+    /// during the callbacks, after the settling) gets the outcome, and
+    /// only once the callbacks ran; no wake-up is lost.
+    #[test]
+    fn a_waiter_asking_while_the_callbacks_run_waits_for_them() {
+        loom::model(|| {
+            let state = Arc::new(OpState::new());
+            assert!(state.claim());
+            let links = Arc::new(Mutex::new(None::<Arc<Signal>>));
+            let ran = Arc::new(AtomicBool::new(false));
+            let completer = {
+                let (state, links, ran) = (state.clone(), links.clone(), ran.clone());
+                thread::spawn(move || {
+                    assert!(state.decide(Outcome::Completed));
+                    // Unlink: the stay's signal leaves the links.
+                    let early = links.lock().take();
+                    ran.store(true, Ordering::Relaxed);
+                    let late = if state.settle() {
+                        links.lock().take()
+                    } else {
+                        None
+                    };
+                    for signal in [early, late].into_iter().flatten() {
+                        signal.resolve(Outcome::Completed);
+                    }
+                })
+            };
+            let waiter = ask(&state, &links);
+            assert_eq!(block_on(waiter), Outcome::Completed);
+            assert!(
+                ran.load(Ordering::Relaxed),
+                "woken before the callbacks ran"
+            );
+            completer.join().unwrap();
+        });
     }
 
     #[test]

@@ -347,6 +347,12 @@ impl<Op: DelayedOperation> Operation<Op> {
 
     /// How the operation's last stay in a purgatory ended, or `None` while
     /// it has not ended (or never began). Lock-free.
+    ///
+    /// A completion or an expiry shows once `on_complete` (and
+    /// `on_expiration`) ran, so whoever reads `Completed` also sees what
+    /// `on_complete` did; while they run on another thread this is `None`,
+    /// though [`is_completed`](Self::is_completed) is already `true`
+    /// (Kafka's `isCompleted`, which a completing call sets first).
     pub fn outcome(&self) -> Option<Outcome> {
         self.0.state.outcome()
     }
@@ -360,10 +366,13 @@ impl<Op: DelayedOperation> Operation<Op> {
     ///
     /// The future is owned (`Send + 'static`, it does not borrow or keep
     /// the operation) and works on any executor; clone it to await it in
-    /// several places. Waiters are woken once the call that finished the
-    /// operation has released its locks, after `on_complete` (and
-    /// `on_expiration`) ran. The first call allocates the operation's list
-    /// of waiters; an operation nobody awaits pays nothing.
+    /// several places. It resolves after `on_complete` (and
+    /// `on_expiration`) ran, also when taken while they run: waiters are
+    /// woken once the call that finished the operation has released its
+    /// locks and the purgatory's reference (so an operation nobody else
+    /// holds has been dropped by then). The first call allocates the
+    /// operation's list of waiters; an operation nobody awaits pays
+    /// nothing.
     ///
     /// If the operation is dropped outside a stay (never watched, or its
     /// watch refused with an error), the future resolves to
@@ -375,9 +384,18 @@ impl<Op: DelayedOperation> Operation<Op> {
         }
         let mut links = self.0.links();
         // Re-read under the links' lock: whoever decides the outcome takes
-        // the signal out under it afterwards (see `crate::outcome`).
+        // the signal out under it afterwards, and whoever settles it takes
+        // a late waiter's (see `crate::outcome`).
         if let Some(outcome) = self.outcome() {
             return Completion::ready(outcome);
+        }
+        if let Some(decided) = self.0.state.decided() {
+            // Completed, its callbacks running. On this thread (the lock is
+            // held here only by them, or by code they called): ready, as
+            // waiting would wait for itself.
+            if self.0.is_locked_here() || !self.0.state.mark_late() {
+                return Completion::ready(decided);
+            }
         }
         let side = links.side.get_or_insert_with(Box::default);
         let signal = side.signal.get_or_insert_with(|| Arc::new(Signal::new()));

@@ -10,11 +10,14 @@
 //!    [`crate::retire`]; those hold it weakly, so only memory waits there).
 //! 3. **Callbacks**, still under the lock, with no purgatory lock held:
 //!    `on_complete`, then `on_expiration` for an expiry; none for a cancel.
+//!    Then the operation is settled: its outcome shows, and waiters that
+//!    came while the callbacks ran are taken along (see [`crate::outcome`]).
 //! 4. **Let go**, once the caller has released every lock: the
-//!    [`Released`] token the unlinking returned resolves the waiters and
-//!    drops the purgatory's strong reference, so the operation's `Drop` runs
-//!    then if nobody else holds it. Every public call lets go of what it
-//!    released before it returns ([`let_go`]).
+//!    [`Released`] token the unlinking returned drops the purgatory's
+//!    strong reference, so the operation's `Drop` runs then if nobody else
+//!    holds it, and then resolves the waiters: one that kept no handle
+//!    wakes to an operation already dropped. Every public call lets go of
+//!    what it released before it returns ([`let_go`]).
 //!
 //! A purgatory call made from inside a user callback runs under an outer
 //! call's operation lock, so it must not let go: what it releases waits in
@@ -130,21 +133,28 @@ fn drop_logged<T>(value: T) {
 }
 
 /// What an operation's leaving left to do once the locks are released:
-/// resolve its waiters and drop the purgatory's strong reference. Both
+/// drop the purgatory's strong reference, then resolve its waiters. Both
 /// happen when the token is dropped; hand it to [`let_go`].
 #[must_use = "hand it to release::let_go once the locks are released"]
 pub(crate) struct Released<Op: DelayedOperation> {
     keep: Option<Arc<Shared<Op>>>,
+    /// The waiters of the stay, registered before it was decided.
     signal: Option<Arc<Signal>>,
+    /// Those that came while the callbacks ran.
+    late: Option<Arc<Signal>>,
     outcome: Outcome,
 }
 
 impl<Op: DelayedOperation> Drop for Released<Op> {
     fn drop(&mut self) {
-        if let Some(signal) = self.signal.take() {
+        // The reference first: a panic in the operation's `Drop` is logged
+        // here, so the waiters are woken whatever it does.
+        if let Some(keep) = self.keep.take() {
+            drop_logged(keep);
+        }
+        for signal in [self.signal.take(), self.late.take()].into_iter().flatten() {
             signal.resolve(self.outcome);
         }
-        drop(self.keep.take());
     }
 }
 
@@ -168,6 +178,7 @@ impl<Op: DelayedOperation> Shared<Op> {
         let released = Released {
             keep,
             signal,
+            late: None,
             outcome,
         };
         (released, owner)
@@ -180,11 +191,18 @@ impl<Op: DelayedOperation> Shared<Op> {
         if !self.state.decide(outcome) {
             return None;
         }
-        let (released, owner) = self.unlink(outcome);
+        let (mut released, owner) = self.unlink(outcome);
         let name = owner.as_ref().map_or("<unwatched>", |o| o.name());
         guarded(name, "on_complete", || self.op().on_complete());
         if outcome == Outcome::Expired {
             guarded(name, "on_expiration", || self.op().on_expiration());
+        }
+        if self.state.settle() {
+            released.late = self
+                .links()
+                .side
+                .as_mut()
+                .and_then(|side| side.signal.take());
         }
         Some(released)
     }
@@ -224,8 +242,10 @@ impl<Op: DelayedOperation> Shared<Op> {
         }
     }
 
-    /// The timeout path, on the timer's executor thread.
-    fn expire(self: &Arc<Self>, epoch: u32) {
+    /// The timeout path, on the timer's executor thread. Lets go of `self`
+    /// before the waiters are woken (the token holds the purgatory's
+    /// reference until then).
+    fn expire(self: Arc<Self>, epoch: u32) {
         let released = {
             let _guard = self.lock();
             let ours = {
@@ -234,11 +254,13 @@ impl<Op: DelayedOperation> Shared<Op> {
                 // entry was armed.
                 links.owner.is_some() && self.epoch(&links) == epoch
             };
-            if !ours {
-                return;
+            if ours {
+                self.finish(Outcome::Expired)
+            } else {
+                None
             }
-            self.finish(Outcome::Expired)
         };
+        let_go(self);
         if let Some(released) = released {
             let_go(released);
         }
@@ -347,7 +369,6 @@ impl<Op: DelayedOperation> TimerTask for ExpiryTask<Op> {
         // Gone: it left, and nobody holds it any more.
         if let Some(op) = op.upgrade() {
             op.expire(epoch);
-            let_go(op);
         }
     }
 }

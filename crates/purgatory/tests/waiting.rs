@@ -1,0 +1,275 @@
+//! Waiting for an operation: what a waiter sees while the callbacks run on
+//! another thread (nothing yet: an outcome shows once they ran), what one
+//! sees from inside them (the outcome at once), that waiters wake after
+//! the purgatory let go of the operation, and that a `Completion` keeps one
+//! waker per copy, the last it was polled with.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Wake, Waker};
+use std::thread;
+use std::time::Duration;
+
+use purgatory::{Completion, DelayedOperation, ManualClock, Operation, Outcome, Purgatory};
+
+/// Counts its wake-ups.
+#[derive(Default)]
+struct CountWakes(AtomicUsize);
+
+impl Wake for CountWakes {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+fn poll_with(c: &mut Completion, wakes: &Arc<CountWakes>) -> Poll<Outcome> {
+    let waker = Waker::from(wakes.clone());
+    Pin::new(c).poll(&mut Context::from_waker(&waker))
+}
+
+fn purgatory<Op: DelayedOperation>() -> (ManualClock, Purgatory<u32, Op>) {
+    let clock = ManualClock::new();
+    let p = Purgatory::builder("waiting")
+        .clock(clock.clone())
+        .reaper(false)
+        .build()
+        .unwrap();
+    (clock, p)
+}
+
+/// An operation whose `on_complete` tells the test it started, then waits
+/// for the test's go before it finishes.
+struct Slow {
+    ready: AtomicBool,
+    entered: Mutex<Sender<()>>,
+    go: Mutex<Receiver<()>>,
+    finished: AtomicBool,
+}
+
+impl DelayedOperation for Slow {
+    fn timeout(&self) -> Duration {
+        Duration::from_millis(100)
+    }
+    fn try_complete(&self) -> bool {
+        self.ready.load(Ordering::Acquire)
+    }
+    fn on_complete(&self) {
+        self.entered.lock().unwrap().send(()).unwrap();
+        self.go.lock().unwrap().recv().unwrap();
+        self.finished.store(true, Ordering::Relaxed);
+    }
+}
+
+fn slow() -> (Operation<Slow>, Receiver<()>, Sender<()>) {
+    let (entered_tx, entered) = channel();
+    let (go, go_rx) = channel();
+    let op = Operation::new(Slow {
+        ready: AtomicBool::new(false),
+        entered: Mutex::new(entered_tx),
+        go: Mutex::new(go_rx),
+        finished: AtomicBool::new(false),
+    });
+    (op, entered, go)
+}
+
+#[test]
+fn an_outcome_shows_only_once_the_callbacks_ran() {
+    for expire in [false, true] {
+        let (clock, p) = purgatory::<Slow>();
+        let p = Arc::new(p);
+        let (op, entered, go) = slow();
+        let mut early = op.completion();
+        assert_eq!(p.try_complete_else_watch(op.clone(), [1]), Ok(false));
+        op.ready.store(!expire, Ordering::Release);
+        if expire {
+            clock.advance(Duration::from_millis(100));
+        }
+        let completer = {
+            let p = p.clone();
+            thread::spawn(move || {
+                if expire {
+                    p.advance_clock(Duration::ZERO);
+                } else {
+                    assert_eq!(p.check_and_complete(&1), 1);
+                }
+            })
+        };
+        entered.recv().unwrap();
+        // `on_complete` is running on another thread.
+        assert!(op.is_completed(), "decided: nothing else completes it");
+        assert_eq!(op.is_expired(), expire);
+        assert_eq!(op.outcome(), None, "expire {expire}");
+        assert_eq!(op.wait_timeout(Duration::ZERO), None);
+        let (early_wakes, late_wakes) = (Arc::default(), Arc::default());
+        let mut late = op.completion();
+        assert_eq!(poll_with(&mut late, &late_wakes), Poll::Pending);
+        assert_eq!(poll_with(&mut early, &early_wakes), Poll::Pending);
+        go.send(()).unwrap();
+        completer.join().unwrap();
+        let outcome = if expire {
+            Outcome::Expired
+        } else {
+            Outcome::Completed
+        };
+        assert!(op.finished.load(Ordering::Relaxed));
+        assert_eq!(op.outcome(), Some(outcome));
+        for (c, wakes) in [(&mut late, &late_wakes), (&mut early, &early_wakes)] {
+            assert_eq!(wakes.0.load(Ordering::SeqCst), 1, "expire {expire}");
+            assert_eq!(poll_with(c, wakes), Poll::Ready(outcome));
+        }
+        assert_eq!(op.wait_timeout(Duration::ZERO), Some(outcome));
+    }
+}
+
+/// What an operation saw of itself from inside `on_complete`: whether it
+/// is completed, its outcome, what `wait_timeout` and a poll of a fresh
+/// completion gave.
+type Seen = (bool, Option<Outcome>, Option<Outcome>, Option<Outcome>);
+
+/// An operation that looks at itself from inside its own `on_complete`.
+#[derive(Default)]
+struct Introspective {
+    me: Mutex<Option<Operation<Introspective>>>,
+    seen: Mutex<Option<Seen>>,
+}
+
+impl DelayedOperation for Introspective {
+    fn timeout(&self) -> Duration {
+        Duration::from_secs(30)
+    }
+    fn try_complete(&self) -> bool {
+        true
+    }
+    fn on_complete(&self) {
+        let me = self.me.lock().unwrap().take().expect("a handle to itself");
+        let mut completion = me.completion();
+        let ready = match poll_with(&mut completion, &Arc::default()) {
+            Poll::Ready(outcome) => Some(outcome),
+            Poll::Pending => None,
+        };
+        let seen = (
+            me.is_completed(),
+            me.outcome(),
+            me.wait_timeout(Duration::from_secs(10)),
+            ready,
+        );
+        *self.seen.lock().unwrap() = Some(seen);
+    }
+}
+
+#[test]
+fn inside_its_callbacks_an_operation_waits_for_nothing() {
+    let (_clock, p) = purgatory::<Introspective>();
+    let op = Operation::new(Introspective::default());
+    *op.me.lock().unwrap() = Some(op.clone());
+    assert_eq!(p.try_complete_else_watch(op.clone(), [1]), Ok(true));
+    let done = Some(Outcome::Completed);
+    assert_eq!(*op.seen.lock().unwrap(), Some((true, None, done, done)));
+    assert_eq!(op.outcome(), done);
+}
+
+/// Sets its flag when dropped.
+struct Dropped(Arc<AtomicBool>);
+
+impl Drop for Dropped {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+struct Held {
+    ready: AtomicBool,
+    _dropped: Dropped,
+}
+
+impl DelayedOperation for Held {
+    fn timeout(&self) -> Duration {
+        Duration::from_millis(100)
+    }
+    fn try_complete(&self) -> bool {
+        self.ready.load(Ordering::Acquire)
+    }
+    fn on_complete(&self) {}
+}
+
+/// Records, when woken, whether the operation had been dropped by then.
+struct SeesDrop {
+    dropped: Arc<AtomicBool>,
+    at_wake: Mutex<Option<bool>>,
+}
+
+impl Wake for SeesDrop {
+    fn wake(self: Arc<Self>) {
+        *self.at_wake.lock().unwrap() = Some(self.dropped.load(Ordering::SeqCst));
+    }
+}
+
+#[test]
+fn waiters_wake_after_the_purgatory_let_go_of_the_operation() {
+    for expire in [false, true] {
+        let (clock, p) = purgatory::<Held>();
+        let dropped = Arc::new(AtomicBool::new(false));
+        let op = Operation::new(Held {
+            ready: AtomicBool::new(false),
+            _dropped: Dropped(dropped.clone()),
+        });
+        let mut completion = op.completion();
+        let sees = Arc::new(SeesDrop {
+            dropped: dropped.clone(),
+            at_wake: Mutex::new(None),
+        });
+        let waker = Waker::from(sees.clone());
+        let polled = Pin::new(&mut completion).poll(&mut Context::from_waker(&waker));
+        assert_eq!(polled, Poll::Pending);
+        assert_eq!(p.try_complete_else_watch(op.clone(), [1]), Ok(false));
+        op.ready.store(!expire, Ordering::Release);
+        // The waiter keeps no handle: the purgatory's is the last.
+        drop(op);
+        if expire {
+            clock.advance(Duration::from_millis(100));
+            assert!(p.advance_clock(Duration::ZERO));
+        } else {
+            assert_eq!(p.check_and_complete(&1), 1);
+        }
+        assert_eq!(*sees.at_wake.lock().unwrap(), Some(true), "expire {expire}");
+    }
+}
+
+#[test]
+fn only_the_waker_of_each_waiters_latest_poll_is_woken() {
+    let (_clock, p) = purgatory::<Held>();
+    let op = Operation::new(Held {
+        ready: AtomicBool::new(false),
+        _dropped: Dropped(Arc::default()),
+    });
+    assert_eq!(p.try_complete_else_watch(op.clone(), [1]), Ok(false));
+    let [moved_from, moved_to, gone, copy] = [(); 4].map(|_| Arc::new(CountWakes::default()));
+    // A completion moved to another task, polled there.
+    let mut c = op.completion();
+    assert_eq!(poll_with(&mut c, &moved_from), Poll::Pending);
+    assert_eq!(poll_with(&mut c, &moved_to), Poll::Pending);
+    // A waiter that gave up.
+    let mut dropped = op.completion();
+    assert_eq!(poll_with(&mut dropped, &gone), Poll::Pending);
+    drop(dropped);
+    // A copy waits on its own.
+    let mut c2 = c.clone();
+    assert_eq!(poll_with(&mut c2, &copy), Poll::Pending);
+    // Waits that timed out leave nothing behind.
+    for _ in 0..100 {
+        assert_eq!(op.wait_timeout(Duration::ZERO), None);
+    }
+    op.ready.store(true, Ordering::Release);
+    assert_eq!(p.check_and_complete(&1), 1);
+    let woken = [&moved_from, &moved_to, &gone, &copy].map(|w| w.0.load(Ordering::SeqCst));
+    assert_eq!(woken, [0, 1, 0, 1]);
+    assert_eq!(Arc::strong_count(&moved_from), 1, "its waker was let go");
+    assert_eq!(Arc::strong_count(&gone), 1);
+    assert_eq!(
+        poll_with(&mut c, &moved_to),
+        Poll::Ready(Outcome::Completed)
+    );
+}
