@@ -80,7 +80,7 @@ use crate::clock::NANOS_PER_MS;
 use crate::delay_queue::DelayQueue;
 use crate::entries::{EmptiedSlots, TimerHandle};
 use crate::executor::Executor;
-use crate::panics::discard_panic;
+use crate::panics::{discard_panic, panic_message};
 use crate::shutdown_gate::ShutdownGate;
 use crate::spin_lock::lock_spinning;
 use crate::wheel::Insertion;
@@ -347,13 +347,18 @@ impl<T: TimerTask> Timer<T> {
     /// task, on the executor thread: they then run after the current one).
     /// Wakes any thread in [`advance_clock`](Timer::advance_clock); later
     /// adds fail with [`ShutdownError`]. Calling it again returns nothing;
-    /// a call made while another is under way first waits for it to finish
-    /// (unless made from a task, which that call may be waiting for), so
-    /// call it holding no lock a task may need.
+    /// a call made while another is under way, or after one made by a task,
+    /// first waits for it to finish and for the tasks handed to the
+    /// executor to run (unless made from a task, which that call may be
+    /// waiting for), so call it holding no lock a task may need.
     pub fn shutdown(&self) -> Vec<T> {
         let Some(_finishing) = self.shutdown_gate.enter() else {
             if !self.executor.is_current_thread() {
                 self.shutdown_gate.wait_finished();
+                // A first call made by a task could not wait for the tasks
+                // queued behind it (it runs on the executor): this one
+                // does. Closing again only joins the thread, if nobody has.
+                self.executor.close();
             }
             return Vec::new();
         };
@@ -424,9 +429,20 @@ impl<T: TimerTask> Default for Timer<T> {
 }
 
 impl<T: TimerTask> Drop for Timer<T> {
-    /// Shuts down; pending tasks are dropped without running.
+    /// Shuts down; pending tasks are dropped without running, each on its
+    /// own: one whose `Drop` panics is logged, and the others are still
+    /// dropped (a second panic while the first unwinds would abort).
     fn drop(&mut self) {
-        drop(self.shutdown());
+        for task in self.shutdown() {
+            if let Err(panic) = catch_unwind(AssertUnwindSafe(move || drop(task))) {
+                log::error!(
+                    "timer {}: a pending task's drop panicked: {}",
+                    self.name,
+                    panic_message(&*panic)
+                );
+                discard_panic(panic);
+            }
+        }
     }
 }
 
