@@ -467,6 +467,12 @@ mod tests {
             answer(ErrorCode::RequestTimedOut, Some(0))
         );
         assert_eq!(slot.deliveries(), 1);
+        let stats = f.rm.produce_purgatory().stats();
+        assert_eq!(
+            (stats.expired, stats.cancelled, stats.completed),
+            (1, 0, 0),
+            "counted as what it was: timed out by the shutdown"
+        );
         let later = f.produce(&f.tps[..1], 2);
         assert_eq!(
             later.take().expect("answered at once")[&f.tps[0]],
@@ -474,6 +480,19 @@ mod tests {
         );
         assert_eq!(f.rm.partition(&f.tps[0]).unwrap().log_end_offset(), 2);
         assert_eq!(f.rm.shutdown(), 0);
+    }
+
+    #[test]
+    fn dropping_the_replica_manager_answers_pending_produces() {
+        let f = Fixture::new();
+        let slot = f.produce(&f.tps[..1], 2);
+        let tp = f.tps[0].clone();
+        drop(f);
+        assert_eq!(
+            slot.take().expect("answered at the drop")[&tp],
+            answer(ErrorCode::RequestTimedOut, Some(0))
+        );
+        assert_eq!(slot.deliveries(), 1);
     }
 
     #[test]

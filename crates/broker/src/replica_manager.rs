@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use log::debug;
-use purgatory::{Operation, Purgatory, PurgatoryError};
+use purgatory::{Operation, Purgatory, PurgatoryError, ShutdownPolicy};
 use timer::internal::ShutdownGate;
 use timer::{Clock, ManualClock};
 
@@ -56,6 +56,14 @@ pub struct ReplicaManager {
     shutdown_gate: ShutdownGate,
 }
 
+impl Drop for ReplicaManager {
+    /// Shuts down, so that no client of a pending produce or fetch is left
+    /// without an answer.
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
 impl fmt::Debug for ReplicaManager {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ReplicaManager")
@@ -82,15 +90,19 @@ impl ReplicaManager {
     }
 
     /// Both purgatories on `clock`, with no reaper: drive them with
-    /// [`ReplicaManager::advance_clock`].
+    /// [`ReplicaManager::advance_clock`]. At [`shutdown`](Self::shutdown)
+    /// they expire what is pending ([`ShutdownPolicy::Expire`]), so their
+    /// stats count what shutdown answered as expired.
     pub fn with_manual_clock(clock: &ManualClock) -> Result<Self, PurgatoryError> {
         let produce = Purgatory::builder(Self::PRODUCE_PURGATORY)
             .clock(clock.clone())
             .reaper(false)
+            .shutdown_policy(ShutdownPolicy::Expire)
             .build()?;
         let fetch = Purgatory::builder(Self::FETCH_PURGATORY)
             .clock(clock.clone())
             .reaper(false)
+            .shutdown_policy(ShutdownPolicy::Expire)
             .build()?;
         Ok(Self::new(produce, fetch))
     }
@@ -341,11 +353,14 @@ impl ReplicaManager {
     /// pending, so that no client waits for ever: a produce with its
     /// partitions still waiting at `REQUEST_TIMED_OUT` (written here, not
     /// known to be replicated), a fetch with what it can read now. Returns
-    /// how many were pending. Later produces and fetches answer
+    /// how many were pending. Under [`ShutdownPolicy::Expire`] they expire
+    /// (and count so); under [`ShutdownPolicy::Drop`] they are cancelled,
+    /// then completed by force to answer their clients (the purgatory's
+    /// stats count them cancelled). Later produces and fetches answer
     /// `BROKER_NOT_AVAILABLE`. A call made while another is under way waits
     /// until that one has answered every client, and returns 0; as for
     /// [`Purgatory::shutdown`], call it holding no lock a response
-    /// callback may need.
+    /// callback may need. Dropping the replica manager shuts it down.
     pub fn shutdown(&self) -> usize {
         let Some(_finishing) = self.shutdown_gate.enter() else {
             self.shutdown_gate.wait_finished();

@@ -338,8 +338,11 @@ impl GroupCoordinator {
     }
 
     /// A member leaves on its own: removed (a rebalance) and its heartbeat
-    /// expectation completed, so nothing stays watched for it.
+    /// expectation completed, so nothing stays watched for it. After
+    /// [`shutdown`](Self::shutdown), `COORDINATOR_NOT_AVAILABLE`, and the
+    /// member stays.
     pub fn leave_group(&self, group: &GroupId, member: &MemberId) -> Result<(), ErrorCode> {
+        self.inner.active()?;
         let group = self.group(group).ok_or(ErrorCode::GroupIdNotFound)?;
         let _guard = group.lock();
         let removed = group.with_state(|state| {
@@ -394,9 +397,9 @@ impl GroupCoordinator {
     }
 
     /// Shuts the heartbeat purgatory down; returns how many expectations were
-    /// still pending (they get no callbacks). Joins and heartbeats then
-    /// answer `COORDINATOR_NOT_AVAILABLE`: no member could be evicted any
-    /// more. Call it holding no group's lock (see
+    /// still pending (they get no callbacks). Joins, heartbeats and leaves
+    /// then answer `COORDINATOR_NOT_AVAILABLE`: no member could be evicted
+    /// any more. Call it holding no group's lock (see
     /// [`Purgatory::shutdown`]: the expectations share their group's lock).
     pub fn shutdown(&self) -> usize {
         self.inner.purgatory.shutdown().len()

@@ -201,6 +201,10 @@ fn after_shutdown_joins_and_heartbeats_are_refused() {
         coordinator.heartbeat(&group, &member),
         Err(ErrorCode::CoordinatorNotAvailable)
     );
+    assert_eq!(
+        coordinator.leave_group(&group, &member),
+        Err(ErrorCode::CoordinatorNotAvailable)
+    );
     let g = coordinator.group(&group).unwrap();
     assert_eq!(
         (g.member_count(), g.generation()),
