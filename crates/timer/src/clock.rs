@@ -49,7 +49,9 @@ pub trait Clock: Send + Sync + fmt::Debug + 'static {
     /// clock that moves with real time needs nothing (the default), as a
     /// sleeper wakes when the reading it waits for comes; a clock that
     /// reads another by hand (a wrapper around a [`ManualClock`]) forwards
-    /// the call to it.
+    /// the call to it. Such a clock must not move the clock it forwards to
+    /// from inside [`now_nanos`](Self::now_nanos): a sleeper reads the clock
+    /// holding the lock that `on_move` takes.
     fn subscribe(&self, on_move: Weak<OnMove>) {
         let _ = on_move;
     }
@@ -139,16 +141,20 @@ impl ManualClock {
     }
 
     /// Moves the clock forward by `by` (saturating at the end of time).
+    /// Subscribers are told only if the reading changed.
     pub fn advance(&self, by: Duration) {
         let by = u64::try_from(by.as_nanos()).unwrap_or(u64::MAX);
         // fetch_update never fails here: the closure always returns Some.
-        let _ = self
+        let before = self
             .shared
             .nanos
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |now| {
                 Some(now.saturating_add(by))
-            });
-        self.moved();
+            })
+            .unwrap_or_else(|now| now);
+        if before.saturating_add(by) != before {
+            self.moved();
+        }
     }
 
     /// Moves the clock forward by `ms` milliseconds.
@@ -156,12 +162,13 @@ impl ManualClock {
         self.advance(Duration::from_millis(ms));
     }
 
-    /// Sets the clock to `to` after its origin. A clock never goes backwards:
-    /// a `to` earlier than the current reading leaves the clock unchanged,
-    /// and the call returns `false`.
+    /// Sets the clock to `to` after its origin. Returns whether it moved:
+    /// a clock never goes backwards, so a `to` earlier than the current
+    /// reading leaves it unchanged (`false`), and setting the current
+    /// reading again moves nothing (`false`, and no subscriber is told).
     pub fn set(&self, to: Duration) -> bool {
         let to = u64::try_from(to.as_nanos()).unwrap_or(u64::MAX);
-        let moved = self.shared.nanos.fetch_max(to, Ordering::AcqRel) <= to;
+        let moved = self.shared.nanos.fetch_max(to, Ordering::AcqRel) < to;
         if moved {
             self.moved();
         }

@@ -29,6 +29,7 @@
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 use std::fmt;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{fence, AtomicUsize, Ordering as AtomicOrdering};
 use std::sync::{Arc, Once};
 use std::time::{Duration, Instant};
@@ -36,6 +37,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 use crate::clock::{Clock, OnMove, NANOS_PER_MS};
+use crate::panics::{discard_panic, panic_message};
 
 /// A priority queue of items keyed by expiration (milliseconds on the
 /// queue's [`Clock`]), whose consumers can block until the head is due.
@@ -207,11 +209,21 @@ impl<T> DelayQueue<T> {
         self.wait_due(&mut state, timeout)
     }
 
-    /// See `subscribed`; a zero timeout never sleeps.
+    /// See `subscribed`; a zero timeout never sleeps. A clock whose
+    /// `subscribe` panics is logged and left unsubscribed: its moves are
+    /// then seen when a wait ends, as with a clock that never notifies.
     fn subscribe_before_sleeping(&self, timeout: Duration) {
         if !timeout.is_zero() {
-            self.subscribed
-                .call_once(|| self.clock.subscribe(Arc::downgrade(&self.on_move)));
+            self.subscribed.call_once(|| {
+                let subscribe = || self.clock.subscribe(Arc::downgrade(&self.on_move));
+                if let Err(panic) = catch_unwind(AssertUnwindSafe(subscribe)) {
+                    log::error!(
+                        "delay queue: the clock's subscribe panicked: {}",
+                        panic_message(&*panic)
+                    );
+                    discard_panic(panic);
+                }
+            });
         }
     }
 
@@ -235,9 +247,11 @@ impl<T> DelayQueue<T> {
         self.len() == 0
     }
 
-    /// Removes every item.
+    /// Removes every item. They are dropped after the queue's lock is
+    /// released, so an item's `Drop` may use the queue.
     pub fn clear(&self) {
-        self.waits.state.lock().heap.clear();
+        let items = std::mem::take(&mut self.waits.state.lock().heap);
+        drop(items);
     }
 
     /// Wakes every waiter once; each returns as if its timeout had passed.

@@ -44,6 +44,9 @@ pub enum ConfigError {
     },
     /// A thread the timer needs (its executor) could not be spawned.
     Spawn(String),
+    /// The name holds a NUL byte, which no thread name (the executor's and
+    /// the reaper's carry it) may hold.
+    NameHasNul,
 }
 
 impl fmt::Display for ConfigError {
@@ -71,6 +74,7 @@ impl fmt::Display for ConfigError {
                 max,
             } => write!(f, "shard count {requested} is outside {min}..={max}"),
             ConfigError::Spawn(e) => write!(f, "cannot spawn the timer's thread: {e}"),
+            ConfigError::NameHasNul => f.write_str("timer name must not contain a NUL byte"),
         }
     }
 }

@@ -59,7 +59,8 @@ impl Reaper {
     /// Starts a reaper that waits at most `poll` per `advance_clock` call.
     ///
     /// # Panics
-    /// If the thread cannot be spawned; see [`Reaper::try_start`].
+    /// If `poll` is zero or the thread cannot be spawned; see
+    /// [`Reaper::try_start`].
     pub fn with_poll_interval<T: TimerTask>(timer: Arc<Timer<T>>, poll: Duration) -> Reaper {
         match Self::try_start(timer, poll) {
             Ok(reaper) => reaper,
@@ -69,10 +70,18 @@ impl Reaper {
 
     /// Starts a reaper, reporting a failure to spawn its thread as an error.
     /// The thread is named `ExpirationReaper-<timer name>`, as in Kafka.
+    /// A zero `poll` is refused (`InvalidInput`): the reaper would spin on
+    /// an idle timer. (One under a tick wakes it that often for nothing.)
     pub fn try_start<T: TimerTask>(
         timer: Arc<Timer<T>>,
         poll: Duration,
     ) -> std::io::Result<Reaper> {
+        if poll.is_zero() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "the reaper's poll interval must not be zero",
+            ));
+        }
         let stop = Arc::new(AtomicBool::new(false));
         let name = format!("ExpirationReaper-{}", timer.name());
         let thread = {

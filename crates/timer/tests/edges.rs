@@ -10,7 +10,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use timer::{
-    Clock, ConfigError, Insertion, ManualClock, Timer, TimerBuilder, TimingWheel, MAX_TICK_MS,
+    Clock, ConfigError, DelayQueue, Insertion, ManualClock, OnMove, Reaper, Timer, TimerBuilder,
+    TimingWheel, MAX_TICK_MS,
 };
 
 fn counter() -> (Arc<AtomicUsize>, impl Fn() -> Box<dyn FnOnce() + Send>) {
@@ -287,4 +288,122 @@ fn the_longest_tick_fires_at_the_end_of_time() {
     timer.advance_clock(Duration::ZERO);
     timer.wait_for_executor();
     assert_eq!(fired.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn a_name_with_a_nul_byte_is_a_configuration_error() {
+    let built = TimerBuilder::new()
+        .name("orders\0x")
+        .build::<Box<dyn FnOnce() + Send>>();
+    assert_eq!(built.err(), Some(ConfigError::NameHasNul));
+}
+
+#[test]
+fn a_reaper_refuses_a_zero_poll_interval() {
+    let timer: Arc<Timer> = Arc::new(
+        TimerBuilder::new()
+            .clock(ManualClock::new())
+            .build()
+            .unwrap(),
+    );
+    let refused = Reaper::try_start(timer, Duration::ZERO).expect_err("refused");
+    assert_eq!(refused.kind(), std::io::ErrorKind::InvalidInput);
+}
+
+/// A wrapper clock whose `subscribe` always panics.
+#[derive(Debug)]
+struct BadSubscribe(ManualClock);
+
+impl Clock for BadSubscribe {
+    fn now_nanos(&self) -> u64 {
+        self.0.now_nanos()
+    }
+    fn subscribe(&self, _: std::sync::Weak<OnMove>) {
+        panic!("subscribe is broken");
+    }
+}
+
+/// The queue logs the panic and waits as for a clock that never notifies:
+/// every later wait works (a poisoned once used to panic in each).
+#[test]
+fn a_clock_whose_subscribe_panics_leaves_the_timer_working() {
+    let manual = ManualClock::new();
+    let clock: Arc<dyn Clock> = Arc::new(BadSubscribe(manual.clone()));
+    let timer = one_shard(&clock);
+    let (fired, task) = counter();
+    timer.add(Duration::from_millis(5), task()).unwrap();
+    for _ in 0..2 {
+        let waited = catch_unwind(AssertUnwindSafe(|| {
+            timer.advance_clock(Duration::from_millis(1))
+        }));
+        assert_eq!(waited.ok(), Some(false), "nothing due, no panic");
+    }
+    manual.advance(Duration::from_millis(5));
+    assert!(timer.advance_clock(Duration::from_millis(1)));
+    timer.wait_for_executor();
+    assert_eq!(fired.load(Ordering::SeqCst), 1);
+}
+
+/// A manual clock set to its own reading, or advanced by nothing, has not
+/// moved: it tells no subscriber (a clock that re-syncs on every read
+/// would otherwise wake, and lock, every sleeper on each read).
+#[test]
+fn a_manual_clock_that_does_not_move_tells_nobody() {
+    let clock = ManualClock::new();
+    let moves = Arc::new(AtomicUsize::new(0));
+    let on_move: Arc<OnMove> = {
+        let moves = moves.clone();
+        Arc::new(move || {
+            moves.fetch_add(1, Ordering::SeqCst);
+        })
+    };
+    clock.subscribe(Arc::downgrade(&on_move));
+    clock.set_ms(10);
+    assert_eq!(moves.load(Ordering::SeqCst), 1);
+    assert!(!clock.set_ms(10), "its own reading");
+    assert!(!clock.set_ms(3), "backwards");
+    clock.advance(Duration::ZERO);
+    assert_eq!(moves.load(Ordering::SeqCst), 1);
+    clock.advance(Duration::from_nanos(1));
+    assert_eq!(moves.load(Ordering::SeqCst), 2);
+    clock.advance(Duration::MAX);
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(
+        moves.load(Ordering::SeqCst),
+        3,
+        "at its end it moves no more"
+    );
+}
+
+/// Holds its queue weakly and looks at it when dropped.
+struct LooksBack {
+    queue: std::sync::Weak<DelayQueue<LooksBack>>,
+    seen: Arc<AtomicUsize>,
+}
+
+impl Drop for LooksBack {
+    fn drop(&mut self) {
+        if let Some(queue) = self.queue.upgrade() {
+            self.seen.store(queue.len() + 100, Ordering::SeqCst);
+        }
+    }
+}
+
+#[test]
+fn clearing_a_delay_queue_drops_its_items_outside_its_lock() {
+    let queue = Arc::new(DelayQueue::new(ManualClock::new()));
+    let seen = Arc::new(AtomicUsize::new(0));
+    for at in 0..3 {
+        let item = LooksBack {
+            queue: Arc::downgrade(&queue),
+            seen: seen.clone(),
+        };
+        queue.offer(at, item);
+    }
+    queue.clear();
+    assert_eq!(
+        seen.load(Ordering::SeqCst),
+        100,
+        "the queue was empty and free"
+    );
 }

@@ -106,6 +106,9 @@ impl TimerBuilder {
                 max: MAX_SHARDS,
             });
         }
+        if self.name.contains('\0') {
+            return Err(ConfigError::NameHasNul);
+        }
         let clock = self
             .clock
             .unwrap_or_else(|| Arc::new(SystemClock::new()) as Arc<dyn Clock>);
