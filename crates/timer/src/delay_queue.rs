@@ -292,11 +292,19 @@ impl<T> DelayQueue<T> {
         // A zero timeout never sleeps (see below), so a clock driven by hand
         // with `advance_clock(ZERO)` pays nothing for its wake-ups.
         let _counted = (!timeout.is_zero()).then(|| Sleeper::count(&self.waits.sleepers));
+        // The reading before a wait that ends when the head is due, by real
+        // time. If the wait times out and the reading has not moved, the
+        // clock is driven by hand: later waits last the caller's timeout,
+        // as its moves wake the queue (see `subscribe_before_sleeping`),
+        // instead of spinning on a head less than a millisecond ahead.
+        let mut slept_from: Option<u64> = None;
+        let mut by_hand = false;
         loop {
             if state.closed || state.wakes != wakes {
                 return false;
             }
             let now_nanos = self.clock.now_nanos();
+            by_hand |= slept_from.take() == Some(now_nanos);
             // How long until the head is due, on the queue's clock. "Due" is
             // decided on the millisecond reading, as in `poll_due`.
             let due_in = match state.heap.peek() {
@@ -315,13 +323,17 @@ impl<T> DelayQueue<T> {
                 Some(give_up) => give_up - now,
                 None => Duration::MAX,
             };
-            let wait = due_in.map_or(left, |due_in| due_in.min(left));
+            let until_head = due_in.filter(|&due_in| due_in < left && !by_hand);
+            let wait = until_head.unwrap_or(left);
             // A wait that ends by timeout loops back to re-read the clock: the
             // head may be due now, or (with a manual clock) the caller's
             // timeout may have passed.
             match Instant::now().checked_add(wait) {
                 Some(until) => {
-                    self.waits.changed.wait_until(state, until);
+                    let timed_out = self.waits.changed.wait_until(state, until).timed_out();
+                    if timed_out && until_head.is_some() {
+                        slept_from = Some(now_nanos);
+                    }
                 }
                 None => self.waits.changed.wait(state),
             }

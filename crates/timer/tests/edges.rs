@@ -407,3 +407,45 @@ fn clearing_a_delay_queue_drops_its_items_outside_its_lock() {
         "the queue was empty and free"
     );
 }
+
+/// Counts its readings of a manual clock (and forwards `subscribe`).
+#[derive(Debug)]
+struct CountingReads(ManualClock, Arc<AtomicUsize>);
+
+impl Clock for CountingReads {
+    fn now_nanos(&self) -> u64 {
+        self.1.fetch_add(1, Ordering::SeqCst);
+        self.0.now_nanos()
+    }
+    fn subscribe(&self, on_move: std::sync::Weak<OnMove>) {
+        self.0.subscribe(on_move);
+    }
+}
+
+/// With a manual clock just short of the head, a waiter used to sleep the
+/// remaining manual nanosecond in real time, again and again until its
+/// timeout: a reaper spun a core. It now sleeps until the clock moves or
+/// its timeout ends.
+#[test]
+fn a_wait_on_a_manual_clock_just_short_of_the_head_does_not_spin() {
+    let manual = ManualClock::new();
+    let reads = Arc::new(AtomicUsize::new(0));
+    let queue = DelayQueue::new(CountingReads(manual.clone(), reads.clone()));
+    queue.offer(10, ());
+    manual.set(Duration::from_millis(10) - Duration::from_nanos(1));
+    reads.store(0, Ordering::SeqCst);
+    assert_eq!(queue.poll(Duration::from_millis(30)), None);
+    assert!(reads.load(Ordering::SeqCst) < 10, "{reads:?} readings");
+    // A move still wakes it at once.
+    let mover = {
+        let manual = manual.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            manual.set(Duration::from_millis(10));
+        })
+    };
+    let started = Instant::now();
+    assert_eq!(queue.poll(Duration::from_secs(10)), Some((10, ())));
+    assert!(started.elapsed() < Duration::from_secs(5));
+    mover.join().unwrap();
+}
