@@ -182,8 +182,12 @@ impl<T: TimerTask> Timer<T> {
     ///
     /// The deadline is the clock's reading plus `delay`, rounded up to the
     /// tick (saturating: `Duration::MAX` never fires). Never earlier: were
-    /// the clock to read behind the time the timer has reached (a clock
-    /// that went backwards), the delay counts from the timer's time. A zero
+    /// the clock to read behind the time the wheel taking the task has
+    /// reached (a clock that went backwards, against the [`Clock`]
+    /// contract), the delay counts from the wheel's time. Each shard has
+    /// its own wheel, and an idle one may lag the others: after such a
+    /// clock, two adds with the same delay from different threads may
+    /// fire at different times, neither before the reading plus `delay`. A zero
     /// delay hands the task to the executor at once. The returned handle
     /// cancels the task; for a task that went straight to the executor it
     /// is already stale.
