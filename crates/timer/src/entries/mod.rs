@@ -116,7 +116,10 @@ fn next_owner() -> u32 {
 /// in maps. A handle stays harmless after its task has fired or been
 /// cancelled, after its slot has been reused by another task, and when given
 /// to a timer other than the one that issued it: cancelling through it then
-/// does nothing and returns `false`/`None`.
+/// does nothing and returns `false`/`None`. The handles of tasks that never
+/// waited in a wheel (a zero delay, a deadline already passed) are all one
+/// stale handle, equal to each other: keep those out of a map keyed by
+/// handle.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct TimerHandle {
     pub(crate) index: u32,
