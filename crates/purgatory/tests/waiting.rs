@@ -273,3 +273,47 @@ fn only_the_waker_of_each_waiters_latest_poll_is_woken() {
         Poll::Ready(Outcome::Completed)
     );
 }
+
+/// Panics when dropped.
+struct PanicsOnDrop;
+
+impl Drop for PanicsOnDrop {
+    fn drop(&mut self) {
+        panic!("an operation's drop panics");
+    }
+}
+
+struct Doomed {
+    ready: Arc<AtomicBool>,
+    _drop: PanicsOnDrop,
+}
+
+impl DelayedOperation for Doomed {
+    fn timeout(&self) -> Duration {
+        Duration::from_secs(30)
+    }
+    fn try_complete(&self) -> bool {
+        self.ready.load(Ordering::Acquire)
+    }
+    fn on_complete(&self) {}
+}
+
+#[test]
+fn waiters_wake_even_when_the_operations_drop_panics() {
+    let (_clock, p) = purgatory::<Doomed>();
+    let ready = Arc::new(AtomicBool::new(false));
+    let op = Operation::new(Doomed {
+        ready: ready.clone(),
+        _drop: PanicsOnDrop,
+    });
+    let mut c = op.completion();
+    let wakes = Arc::default();
+    assert_eq!(poll_with(&mut c, &wakes), Poll::Pending);
+    assert_eq!(p.try_complete_else_watch(op, [1]), Ok(false));
+    ready.store(true, Ordering::Release);
+    // The purgatory's reference is the last: the drop panics as it lets
+    // go, before the waiters are woken (the panic is logged).
+    assert_eq!(p.check_and_complete(&1), 1);
+    assert_eq!(wakes.0.load(Ordering::SeqCst), 1);
+    assert_eq!(poll_with(&mut c, &wakes), Poll::Ready(Outcome::Completed));
+}

@@ -147,12 +147,25 @@ pub(crate) struct Released<Op: DelayedOperation> {
 
 impl<Op: DelayedOperation> Drop for Released<Op> {
     fn drop(&mut self) {
-        // The reference first: a panic in the operation's `Drop` is logged
-        // here, so the waiters are woken whatever it does.
-        if let Some(keep) = self.keep.take() {
-            drop_logged(keep);
-        }
-        for signal in [self.signal.take(), self.late.take()].into_iter().flatten() {
+        // The reference first; the waiters are resolved by the guard's drop,
+        // which also runs if the operation's `Drop` panics.
+        let _resolve = Resolve {
+            signals: [self.signal.take(), self.late.take()],
+            outcome: self.outcome,
+        };
+        drop(self.keep.take());
+    }
+}
+
+/// Resolves the signals it holds when dropped, unwinding or not.
+struct Resolve {
+    signals: [Option<Arc<Signal>>; 2],
+    outcome: Outcome,
+}
+
+impl Drop for Resolve {
+    fn drop(&mut self) {
+        for signal in self.signals.iter_mut().filter_map(Option::take) {
             signal.resolve(self.outcome);
         }
     }
