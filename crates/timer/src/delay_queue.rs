@@ -292,19 +292,27 @@ impl<T> DelayQueue<T> {
         // A zero timeout never sleeps (see below), so a clock driven by hand
         // with `advance_clock(ZERO)` pays nothing for its wake-ups.
         let _counted = (!timeout.is_zero()).then(|| Sleeper::count(&self.waits.sleepers));
-        // The reading before a wait that ends when the head is due, by real
-        // time. If the wait times out and the reading has not moved, the
-        // clock is driven by hand: later waits last the caller's timeout,
-        // as its moves wake the queue (see `subscribe_before_sleeping`),
-        // instead of spinning on a head less than a millisecond ahead.
-        let mut slept_from: Option<u64> = None;
-        let mut by_hand = false;
+        // A wait for the head is a real-time sleep for the clock's distance
+        // to it. A clock that has not moved when such a sleep ends is driven
+        // by hand (or coarse): the next wait for the head lasts at least
+        // twice the last, up to `UNMOVED_WAIT_MAX`, instead of spinning on a
+        // head a nanosecond ahead. A hand-driven clock's moves wake the
+        // queue anyway (see `subscribe_before_sleeping`); a coarse one is
+        // read again soon enough.
+        let mut slept: Option<(u64, Duration)> = None;
+        let mut floor = Duration::ZERO;
         loop {
             if state.closed || state.wakes != wakes {
                 return false;
             }
             let now_nanos = self.clock.now_nanos();
-            by_hand |= slept_from.take() == Some(now_nanos);
+            floor = match slept.take() {
+                Some((from, waited)) if from == now_nanos => (waited * 2)
+                    .max(Duration::from_micros(1))
+                    .min(UNMOVED_WAIT_MAX),
+                Some(_) => Duration::ZERO,
+                None => floor,
+            };
             // How long until the head is due, on the queue's clock. "Due" is
             // decided on the millisecond reading, as in `poll_due`.
             let due_in = match state.heap.peek() {
@@ -323,7 +331,9 @@ impl<T> DelayQueue<T> {
                 Some(give_up) => give_up - now,
                 None => Duration::MAX,
             };
-            let until_head = due_in.filter(|&due_in| due_in < left && !by_hand);
+            let until_head = due_in
+                .map(|due_in| due_in.max(floor))
+                .filter(|&wait| wait < left);
             let wait = until_head.unwrap_or(left);
             // A wait that ends by timeout loops back to re-read the clock: the
             // head may be due now, or (with a manual clock) the caller's
@@ -332,7 +342,7 @@ impl<T> DelayQueue<T> {
                 Some(until) => {
                     let timed_out = self.waits.changed.wait_until(state, until).timed_out();
                     if timed_out && until_head.is_some() {
-                        slept_from = Some(now_nanos);
+                        slept = Some((now_nanos, wait));
                     }
                 }
                 None => self.waits.changed.wait(state),
@@ -340,6 +350,11 @@ impl<T> DelayQueue<T> {
         }
     }
 }
+
+/// The longest a wait for the head lasts while the clock stays unmoved (see
+/// `wait_due`): a frozen manual clock costs a waiter this many wake-ups a
+/// second at most, a coarse real clock this much lateness at most.
+const UNMOVED_WAIT_MAX: Duration = Duration::from_millis(10);
 
 /// A thread counted in `sleepers` until dropped; counted, then fenced,
 /// before it reads the clock (see the module's invariants).

@@ -339,6 +339,8 @@ impl<T: TimerTask> Executor<T> {
         if self.is_current_thread() {
             return;
         }
+        // The lock is held through the join: a concurrent closer waits for
+        // the thread to finish too, instead of finding the handle gone.
         if let Some(thread) = self.thread.lock().take() {
             // The thread catches task panics, so join fails only if the
             // runtime itself panicked there; nothing more can be done.
