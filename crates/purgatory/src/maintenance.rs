@@ -153,6 +153,10 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
         let Some(_finishing) = self.home.shutdown_gate.enter() else {
             if !release::in_callback() {
                 self.home.shutdown_gate.wait_finished();
+                // A first call made on the timer's executor (from an expiry's
+                // callback) could not wait for the expiries queued behind
+                // it: the timer's own later call does.
+                drop(self.home.timer.shutdown());
             }
             return Vec::new();
         };

@@ -215,8 +215,10 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
     ) -> Result<bool, PurgatoryError> {
         let op = op.into();
         let result = self.watch_or_complete(&op.0, keys);
-        // Drop our handle first: the token may then hold the last reference.
-        drop(op);
+        // Our handle first: the token may then hold the last reference. If
+        // ours is the last, its `Drop` is guarded, and deferred inside a
+        // callback, as every release is.
+        let_go(op);
         let (result, released) = match result {
             Ok((done, released)) => (Ok(done), released),
             Err((e, released)) => (Err(e), released),

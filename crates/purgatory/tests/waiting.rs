@@ -317,3 +317,58 @@ fn waiters_wake_even_when_the_operations_drop_panics() {
     assert_eq!(wakes.0.load(Ordering::SeqCst), 1);
     assert_eq!(poll_with(&mut c, &wakes), Poll::Ready(Outcome::Completed));
 }
+
+/// Completes, and from its `on_complete` checks key 2 (when it has a
+/// purgatory to check).
+struct Chained {
+    check: Option<std::sync::Weak<Purgatory<u32, Chained>>>,
+    ready: Arc<AtomicBool>,
+    _dropped: Option<Dropped>,
+}
+
+impl DelayedOperation for Chained {
+    fn timeout(&self) -> Duration {
+        Duration::from_secs(30)
+    }
+    fn try_complete(&self) -> bool {
+        self.ready.load(Ordering::Acquire)
+    }
+    fn on_complete(&self) {
+        if let Some(p) = self.check.as_ref().and_then(std::sync::Weak::upgrade) {
+            assert_eq!(p.check_and_complete(&2), 1);
+        }
+    }
+}
+
+/// A check made from inside a callback holds back what it releases until
+/// the outermost call returns; then too the operation goes before its
+/// waiters are woken.
+#[test]
+fn waiters_of_an_operation_completed_from_a_callback_wake_after_it_is_dropped() {
+    let (_clock, p) = purgatory::<Chained>();
+    let p = Arc::new(p);
+    let dropped = Arc::new(AtomicBool::new(false));
+    let ready = Arc::new(AtomicBool::new(false));
+    let inner = Operation::new(Chained {
+        check: None,
+        ready: ready.clone(),
+        _dropped: Some(Dropped(dropped.clone())),
+    });
+    let mut completion = inner.completion();
+    let sees = Arc::new(SeesDrop {
+        dropped: dropped.clone(),
+        at_wake: Mutex::new(None),
+    });
+    let waker = Waker::from(sees.clone());
+    let polled = Pin::new(&mut completion).poll(&mut Context::from_waker(&waker));
+    assert_eq!(polled, Poll::Pending);
+    assert_eq!(p.try_complete_else_watch(inner, [2]), Ok(false));
+    ready.store(true, Ordering::Release);
+    let outer = Operation::new(Chained {
+        check: Some(Arc::downgrade(&p)),
+        ready: Arc::new(AtomicBool::new(true)),
+        _dropped: None,
+    });
+    assert_eq!(p.try_complete_else_watch(outer, [1]), Ok(true));
+    assert_eq!(*sees.at_wake.lock().unwrap(), Some(true));
+}

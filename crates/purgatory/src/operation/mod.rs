@@ -53,6 +53,9 @@ pub(crate) use links::{Links, LinksCell, LinksGuard};
 /// [`Operation::with_lock`]); none of them is ever called while the purgatory
 /// holds one of its own locks, so they may call back into the purgatory.
 /// A panic in any of them is caught at the purgatory boundary and logged.
+/// Waiters of the operation on other threads wait until `on_complete` (and
+/// `on_expiration`) returned, so a callback must not block on a thread that
+/// awaits this operation.
 ///
 /// # Where operations are dropped
 ///
@@ -367,12 +370,13 @@ impl<Op: DelayedOperation> Operation<Op> {
     /// The future is owned (`Send + 'static`, it does not borrow or keep
     /// the operation) and works on any executor; clone it to await it in
     /// several places. It resolves after `on_complete` (and
-    /// `on_expiration`) ran, also when taken while they run: waiters are
-    /// woken once the call that finished the operation has released its
-    /// locks and the purgatory's reference (so an operation nobody else
-    /// holds has been dropped by then). The first call allocates the
-    /// operation's list of waiters; an operation nobody awaits pays
-    /// nothing.
+    /// `on_expiration`) ran, also when taken while they run on another
+    /// thread: waiters are woken once the call that finished the operation
+    /// has released its locks and the purgatory's reference (so an
+    /// operation nobody else holds has been dropped by then). Taken on the
+    /// thread running the callbacks (from inside them), it is ready at
+    /// once. The first call allocates the operation's list of waiters; an
+    /// operation nobody awaits pays nothing.
     ///
     /// If the operation is dropped outside a stay (never watched, or its
     /// watch refused with an error), the future resolves to
@@ -389,7 +393,7 @@ impl<Op: DelayedOperation> Operation<Op> {
         if let Some(outcome) = self.outcome() {
             return Completion::ready(outcome);
         }
-        if let Some(decided) = self.0.state.decided() {
+        if let Some(decided @ (Outcome::Completed | Outcome::Expired)) = self.0.state.decided() {
             // Completed, its callbacks running. On this thread (the lock is
             // held here only by them, or by code they called): ready, as
             // waiting would wait for itself.
@@ -404,7 +408,8 @@ impl<Op: DelayedOperation> Operation<Op> {
 
     /// Blocks the calling thread until the operation leaves the purgatory
     /// (see [`completion`](Self::completion)) or `timeout` passes, whichever
-    /// is first; returns the outcome, or `None` on timeout.
+    /// is first; returns the outcome, or `None` on timeout. From inside the
+    /// operation's own callbacks it returns the outcome at once.
     pub fn wait_timeout(&self, timeout: Duration) -> Option<Outcome> {
         if let Some(outcome) = self.outcome() {
             return Some(outcome);

@@ -27,6 +27,7 @@
 
 use std::any::Any;
 use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
 use std::marker::PhantomData;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::NonNull;
@@ -45,7 +46,7 @@ thread_local! {
     /// Whether `HELD` may be non-empty: a plain load on every flush.
     static ANY_HELD: Cell<bool> = const { Cell::new(false) };
     /// What calls made inside callbacks released: let go by the outermost.
-    static HELD: RefCell<Vec<Box<dyn Any>>> = const { RefCell::new(Vec::new()) };
+    static HELD: RefCell<VecDeque<Box<dyn Any>>> = const { RefCell::new(VecDeque::new()) };
 }
 
 /// Calls a user callback, catching and logging a panic. Returns `None` if it
@@ -77,7 +78,7 @@ pub(crate) fn in_callback() -> bool {
 /// the calling frame.
 pub(crate) fn let_go<T: 'static>(value: T) {
     if in_callback() {
-        HELD.with(|held| held.borrow_mut().push(Box::new(value)));
+        HELD.with(|held| held.borrow_mut().push_back(Box::new(value)));
         ANY_HELD.with(|any| any.set(true));
     } else {
         drop_logged(value);
@@ -117,9 +118,11 @@ pub(crate) fn flush() {
 #[inline(never)]
 fn flush_held() {
     ANY_HELD.with(|any| any.set(false));
-    // One at a time, the list not borrowed while it drops: a `Drop` may
-    // call the purgatory again (at depth 0 it lets go at once).
-    while let Some(value) = HELD.with(|held| held.borrow_mut().pop()) {
+    // One at a time, in the order they were held back (a call's copies of
+    // an operation before its token, which wakes the waiters), the list
+    // not borrowed while it drops: a `Drop` may call the purgatory again
+    // (at depth 0 it lets go at once).
+    while let Some(value) = HELD.with(|held| held.borrow_mut().pop_front()) {
         drop_logged(value);
     }
 }
