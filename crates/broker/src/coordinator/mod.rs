@@ -239,11 +239,11 @@ impl GroupCoordinator {
         member: &MemberId,
         session_timeout: Duration,
     ) -> Result<JoinResult, ErrorCode> {
+        self.inner.active()?;
         let (min, max) = self.session_timeouts();
         if !(min..=max).contains(&session_timeout) {
             return Err(ErrorCode::InvalidSessionTimeout);
         }
-        self.inner.active()?;
         let group = self.add_group(group.clone());
         let _guard = group.lock();
         let now = self.now_ms();
