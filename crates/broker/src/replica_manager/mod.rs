@@ -415,3 +415,6 @@ impl ReplicaManager {
         self.fetch.check_and_complete(tp);
     }
 }
+
+#[cfg(test)]
+mod fetch_tests;

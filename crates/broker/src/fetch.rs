@@ -287,6 +287,3 @@ impl fmt::Debug for DelayedFetch {
             .finish()
     }
 }
-
-#[cfg(test)]
-mod tests;

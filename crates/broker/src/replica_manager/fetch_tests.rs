@@ -1,7 +1,10 @@
-//! DelayedFetch on a manual clock, through the replica manager.
-use super::*;
+//! The replica manager's fetch path: `DelayedFetch` on a manual clock.
+use std::time::Duration;
+
 use crate::error::ErrorCode;
+use crate::fetch::{FetchParams, FetchResponse, PartitionFetch};
 use crate::partition::PartitionRole;
+use crate::partition::{Partition, ReplicaId, TopicPartition};
 use crate::produce::Acks;
 use crate::records::Records;
 use crate::replica_manager::ReplicaManager;
