@@ -180,12 +180,13 @@ impl Drop for Dropped {
     }
 }
 
-struct Held {
+/// Waits for `ready`; holds `D` for what its drop does.
+struct Held<D> {
     ready: AtomicBool,
-    _dropped: Dropped,
+    _dropped: D,
 }
 
-impl DelayedOperation for Held {
+impl<D: Send + Sync + 'static> DelayedOperation for Held<D> {
     fn timeout(&self) -> Duration {
         Duration::from_millis(100)
     }
@@ -210,7 +211,7 @@ impl Wake for SeesDrop {
 #[test]
 fn waiters_wake_after_the_purgatory_let_go_of_the_operation() {
     for expire in [false, true] {
-        let (clock, p) = purgatory::<Held>();
+        let (clock, p) = purgatory::<Held<Dropped>>();
         let dropped = Arc::new(AtomicBool::new(false));
         let op = Operation::new(Held {
             ready: AtomicBool::new(false),
@@ -240,7 +241,7 @@ fn waiters_wake_after_the_purgatory_let_go_of_the_operation() {
 
 #[test]
 fn only_the_waker_of_each_waiters_latest_poll_is_woken() {
-    let (_clock, p) = purgatory::<Held>();
+    let (_clock, p) = purgatory::<Held<Dropped>>();
     let op = Operation::new(Held {
         ready: AtomicBool::new(false),
         _dropped: Dropped(Arc::default()),
@@ -283,34 +284,20 @@ impl Drop for PanicsOnDrop {
     }
 }
 
-struct Doomed {
-    ready: Arc<AtomicBool>,
-    _drop: PanicsOnDrop,
-}
-
-impl DelayedOperation for Doomed {
-    fn timeout(&self) -> Duration {
-        Duration::from_secs(30)
-    }
-    fn try_complete(&self) -> bool {
-        self.ready.load(Ordering::Acquire)
-    }
-    fn on_complete(&self) {}
-}
-
 #[test]
 fn waiters_wake_even_when_the_operations_drop_panics() {
-    let (_clock, p) = purgatory::<Doomed>();
-    let ready = Arc::new(AtomicBool::new(false));
-    let op = Operation::new(Doomed {
-        ready: ready.clone(),
-        _drop: PanicsOnDrop,
+    let (_clock, p) = purgatory::<Held<PanicsOnDrop>>();
+    let op = Operation::new(Held {
+        ready: AtomicBool::new(false),
+        _dropped: PanicsOnDrop,
     });
+    let ready = op.clone();
     let mut c = op.completion();
     let wakes = Arc::default();
     assert_eq!(poll_with(&mut c, &wakes), Poll::Pending);
     assert_eq!(p.try_complete_else_watch(op, [1]), Ok(false));
-    ready.store(true, Ordering::Release);
+    ready.ready.store(true, Ordering::Release);
+    drop(ready);
     // The purgatory's reference is the last: the drop panics as it lets
     // go, before the waiters are woken (the panic is logged).
     assert_eq!(p.check_and_complete(&1), 1);

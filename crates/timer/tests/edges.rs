@@ -324,7 +324,7 @@ impl Clock for BadSubscribe {
 }
 
 /// The queue logs the panic and waits as for a clock that never notifies:
-/// every later wait works (a poisoned once used to panic in each).
+/// every later wait works, none panics.
 #[test]
 fn a_clock_whose_subscribe_panics_leaves_the_timer_working() {
     let manual = ManualClock::new();
@@ -422,10 +422,10 @@ impl Clock for CountingReads {
     }
 }
 
-/// With a manual clock just short of the head, a waiter used to sleep the
-/// remaining manual nanosecond in real time, again and again until its
-/// timeout: a reaper spun a core. While the clock stays unmoved its waits
-/// now double, and a move still wakes it at once.
+/// With a manual clock just short of the head, the remaining manual
+/// nanosecond is no real-time wait worth making again and again: while the
+/// clock stays unmoved the waits double, and a move still wakes the waiter
+/// at once.
 #[test]
 fn a_wait_on_a_manual_clock_just_short_of_the_head_does_not_spin() {
     let manual = ManualClock::new();
@@ -435,8 +435,7 @@ fn a_wait_on_a_manual_clock_just_short_of_the_head_does_not_spin() {
     manual.set(Duration::from_millis(10) - Duration::from_nanos(1));
     reads.store(0, Ordering::SeqCst);
     assert_eq!(queue.poll(Duration::from_millis(30)), None);
-    // Waits double from a microsecond to 10 ms: a few dozen readings,
-    // where a spin made hundreds of thousands.
+    // Waits double from a microsecond to 10 ms: a few dozen readings.
     assert!(reads.load(Ordering::SeqCst) < 100, "{reads:?} readings");
     // A move still wakes it at once.
     let mover = {

@@ -99,8 +99,7 @@ fn dropping_a_timer_drops_every_pending_task_even_when_their_drops_panic() {
             .ok()
             .unwrap();
     }
-    // Used to abort the process: the second panic came while the first
-    // unwound.
+    // A second panic while the first unwinds would abort the process.
     assert!(catch_unwind(AssertUnwindSafe(move || drop(timer))).is_ok());
     assert_eq!(dropped.load(Ordering::SeqCst), 3);
 }

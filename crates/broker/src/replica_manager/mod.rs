@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use log::debug;
-use purgatory::{Operation, Purgatory, PurgatoryError, ShutdownPolicy};
+use purgatory::{DelayedOperation, Operation, Purgatory, PurgatoryError, ShutdownPolicy};
 use timer::internal::ShutdownGate;
 use timer::{Clock, ManualClock};
 
@@ -54,6 +54,25 @@ pub struct ReplicaManager {
     /// Lets one `shutdown` answer the pending clients, and has the others
     /// wait until it has.
     shutdown_gate: ShutdownGate,
+}
+
+/// Watches `op` under `keys` in `purgatory`; returns whether it was
+/// answered. A purgatory shut down meanwhile refuses it: it is then
+/// answered now with what it has (a produce's pending partitions as timed
+/// out, a fetch's reads), so no client waits for ever.
+fn watch_or_answer<Op: DelayedOperation>(
+    purgatory: &Purgatory<TopicPartition, Op>,
+    op: Operation<Op>,
+    keys: Vec<TopicPartition>,
+) -> bool {
+    match purgatory.try_complete_else_watch(op.clone(), keys) {
+        Ok(completed) => completed,
+        Err(err) => {
+            debug!("{} not delayed: {err}", purgatory.name());
+            op.force_complete();
+            true
+        }
+    }
 }
 
 impl Drop for ReplicaManager {
@@ -229,15 +248,7 @@ impl ReplicaManager {
             status,
             Callback::new(callback),
         ));
-        match self.produce.try_complete_else_watch(op.clone(), keys) {
-            Ok(completed) => completed,
-            Err(err) => {
-                // Shut down: answer with what we have (pending = timed out).
-                debug!("produce not delayed: {err}");
-                op.force_complete();
-                true
-            }
-        }
+        watch_or_answer(&self.produce, op, keys)
     }
 
     /// Serves a fetch through `callback`: at once if it can be answered now
@@ -295,14 +306,7 @@ impl ReplicaManager {
             Arc::clone(&self.partitions),
             Callback::new(callback),
         ));
-        match self.fetch.try_complete_else_watch(op.clone(), keys) {
-            Ok(completed) => completed,
-            Err(err) => {
-                debug!("fetch not delayed: {err}");
-                op.force_complete();
-                true
-            }
-        }
+        watch_or_answer(&self.fetch, op, keys)
     }
 
     /// Records that follower `replica` fetched `tp` from `fetch_offset` (so it
