@@ -16,6 +16,7 @@
 //! outcome counts only grow.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use timer::internal::ShutdownGate;
 use timer::{Timer, TimerHandle};
@@ -127,8 +128,35 @@ impl<Op: DelayedOperation> Home<Op> {
             expired: self.expired.sum(),
             cancelled: self.cancelled.sum(),
         };
-        self.metrics.publish(&stats);
+        self.metrics.publish(stats.watched, stats.delayed);
         stats
+    }
+
+    /// Sets the published gauges (with the `metrics` feature; nothing
+    /// without it).
+    pub(crate) fn publish(&self) {
+        if Metrics::ENABLED {
+            self.metrics.publish(self.watched(), self.delayed());
+        }
+    }
+
+    /// What the reaper runs after each advance of the clock: the gauges,
+    /// set at most once per `every` (they follow the counts without a
+    /// thread of their own; Kafka computes them when scraped, which the
+    /// `metrics` facade has no way to ask for). Holds the purgatory weakly,
+    /// as the reaper belongs to it.
+    pub(crate) fn publisher(self: &Arc<Self>, every: Duration) -> impl FnMut() + Send + 'static {
+        let home = Metrics::ENABLED.then(|| Arc::downgrade(self));
+        let mut last = Instant::now();
+        move || {
+            let Some(home) = home.as_ref() else { return };
+            if last.elapsed() >= every {
+                last = Instant::now();
+                if let Some(home) = home.upgrade() {
+                    home.publish();
+                }
+            }
+        }
     }
 
     pub(crate) fn watched(&self) -> usize {

@@ -48,7 +48,9 @@
 //!   [`Purgatory::stats`] (Kafka's `PurgatorySize` and
 //!   `NumDelayedOperations`, and counts of each outcome), [`Purgatory::watched`]
 //!   and [`Purgatory::delayed`] are O(1), lock-free reads. With the `metrics`
-//!   cargo feature they are published through the `metrics` facade.
+//!   cargo feature the two gauges are published through the `metrics`
+//!   facade, set by the reaper once per poll interval (and by `stats`,
+//!   `advance_clock` and `shutdown`), and each expiration is counted.
 //! * No user callback runs while a purgatory lock is held, so callbacks may
 //!   call back into the purgatory. Panics in callbacks (and in an
 //!   operation's `Drop` when the purgatory lets go of it) are caught at the

@@ -16,7 +16,10 @@ use crate::watch::{KeyHasher, WatchKey};
 impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
     /// A snapshot of the purgatory's gauges and counts: O(1) (sums of a
     /// few per-thread counters, at most 64 each) and lock-free. With the
-    /// `metrics` feature it also sets the published gauges.
+    /// `metrics` feature it also sets the published gauges (which the
+    /// reaper sets once per poll interval, and
+    /// [`advance_clock`](Self::advance_clock) and
+    /// [`shutdown`](Self::shutdown) each time).
     ///
     /// ```
     /// use std::time::Duration;
@@ -133,6 +136,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
         // A purge, but the shards keep their emptied lists' storage: a
         // simulation advancing the clock every tick keeps reusing it.
         self.home.free_all_retired(true);
+        self.home.publish();
         any
     }
 
@@ -195,6 +199,8 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
             let_go(token);
         }
         release::flush();
+        // The reaper is gone: the gauges' last values are these.
+        self.home.publish();
         log::debug!(
             "purgatory {}: shut down with {} pending operations ({:?} policy)",
             self.home.name,

@@ -76,17 +76,22 @@ impl<S> PurgatoryBuilder<S> {
             return Err(PurgatoryError::ZeroReaperPollInterval);
         }
         let timer = Arc::new(self.timer.build::<ExpiryTask<Op>>()?);
+        let shards = self.shards.max(2).next_power_of_two();
+        let index = WatchIndex::<K, Op, S>::new(shards, self.hasher);
+        let unwatch: Arc<dyn Unwatch<Op>> = index.clone();
+        let home = Arc::new(Home::new(self.name, timer.clone(), unwatch));
+        home.publish();
         let reaper = if self.reaper {
-            let reaper = Reaper::try_start(timer.clone(), self.reaper_poll_interval)
-                .map_err(|e| PurgatoryError::Config(ConfigError::Spawn(e.to_string())))?;
+            let reaper = Reaper::try_start_with(
+                timer,
+                self.reaper_poll_interval,
+                home.publisher(self.reaper_poll_interval),
+            )
+            .map_err(|e| PurgatoryError::Config(ConfigError::Spawn(e.to_string())))?;
             Some(reaper)
         } else {
             None
         };
-        let shards = self.shards.max(2).next_power_of_two();
-        let index = WatchIndex::<K, Op, S>::new(shards, self.hasher);
-        let unwatch: Arc<dyn Unwatch<Op>> = index.clone();
-        let home = Arc::new(Home::new(self.name, timer, unwatch));
         Ok(Purgatory {
             owner: home.as_owner(),
             home,

@@ -33,6 +33,9 @@ pub(crate) struct Metrics;
 
 #[cfg(not(feature = "metrics"))]
 impl Metrics {
+    /// Whether the figures go anywhere.
+    pub(crate) const ENABLED: bool = false;
+
     pub(crate) fn new(_name: &str) -> Self {
         Metrics
     }
@@ -41,7 +44,7 @@ impl Metrics {
     pub(crate) fn expired(&self) {}
 
     #[inline]
-    pub(crate) fn publish(&self, _stats: &PurgatoryStats) {}
+    pub(crate) fn publish(&self, _watched: usize, _delayed: usize) {}
 }
 
 /// The handles of the purgatory's metrics, labelled
@@ -56,6 +59,9 @@ pub(crate) struct Metrics {
 
 #[cfg(feature = "metrics")]
 impl Metrics {
+    /// Whether the figures go anywhere.
+    pub(crate) const ENABLED: bool = true;
+
     pub(crate) fn new(name: &str) -> Self {
         let labels = [("delayedOperation", name.to_owned())];
         Metrics {
@@ -72,8 +78,8 @@ impl Metrics {
     }
 
     /// Sets the gauges.
-    pub(crate) fn publish(&self, stats: &PurgatoryStats) {
-        self.size.set(stats.watched as f64);
-        self.delayed.set(stats.delayed as f64);
+    pub(crate) fn publish(&self, watched: usize, delayed: usize) {
+        self.size.set(watched as f64);
+        self.delayed.set(delayed as f64);
     }
 }

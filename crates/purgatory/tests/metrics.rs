@@ -120,3 +120,84 @@ fn gauges_and_expirations_are_published_under_kafkas_names() {
         Some(1)
     );
 }
+
+const SIZE: &str = "PurgatorySize{delayedOperation=Fetch}";
+const DELAYED: &str = "NumDelayedOperations{delayedOperation=Fetch}";
+
+#[test]
+fn the_gauges_follow_the_counts_without_anyone_asking_for_stats() {
+    let registry = Registry::default();
+    let clock = ManualClock::new();
+    let p: Purgatory<Key, MockOp> = metrics::with_local_recorder(&registry, || {
+        Purgatory::builder("Fetch")
+            .clock(clock.clone())
+            .reaper(false)
+            .build()
+            .unwrap()
+    });
+    // Set from the start, as Kafka registers them when it builds one.
+    assert_eq!(
+        (registry.get(SIZE), registry.get(DELAYED)),
+        (Some(0), Some(0))
+    );
+    for timeout in [10, 10, 1_000] {
+        p.try_complete_else_watch(op(timeout), [key("a"), key("b")])
+            .unwrap();
+    }
+    // Driving the clock by hand sets them, as the reaper would.
+    p.advance_clock(Duration::ZERO);
+    assert_eq!(
+        (registry.get(SIZE), registry.get(DELAYED)),
+        (Some(6), Some(3))
+    );
+    clock.advance(Duration::from_millis(10));
+    p.advance_clock(Duration::ZERO);
+    assert_eq!(
+        (registry.get(SIZE), registry.get(DELAYED)),
+        (Some(2), Some(1))
+    );
+    // After shutdown nothing is pending, and the gauges say so.
+    assert_eq!(p.shutdown().len(), 1);
+    assert_eq!(
+        (registry.get(SIZE), registry.get(DELAYED)),
+        (Some(0), Some(0))
+    );
+}
+
+/// Waits (real time, bounded) until `name` reads `want`; the reaper sets it
+/// once per poll interval.
+fn eventually(registry: &Registry, name: &str, want: u64) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while registry.get(name) != Some(want) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{name} stayed at {:?}, not {want}",
+            registry.get(name)
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+#[test]
+fn the_reaper_sets_the_gauges_once_per_poll_interval() {
+    let registry = Registry::default();
+    let p: Purgatory<Key, MockOp> = metrics::with_local_recorder(&registry, || {
+        Purgatory::builder("Fetch")
+            .reaper_poll_interval(Duration::from_millis(1))
+            .build()
+            .unwrap()
+    });
+    let ops: Vec<_> = (0..4).map(|_| op(60_000)).collect();
+    for op in &ops {
+        p.try_complete_else_watch(op.clone(), [key("a"), key("b")])
+            .unwrap();
+    }
+    eventually(&registry, SIZE, 8);
+    eventually(&registry, DELAYED, 4);
+    for op in &ops {
+        op.completable.store(true, Ordering::Release);
+    }
+    assert_eq!(p.check_and_complete(&key("a")), 4);
+    eventually(&registry, SIZE, 0);
+    eventually(&registry, DELAYED, 0);
+}

@@ -76,6 +76,42 @@ impl Reaper {
         timer: Arc<Timer<T>>,
         poll: Duration,
     ) -> std::io::Result<Reaper> {
+        Self::try_start_with(timer, poll, || {})
+    }
+
+    /// [`try_start`](Self::try_start), also running `after_each` on the
+    /// reaper thread after every `advance_clock` call: at least once per
+    /// `poll`, and after each due bucket. Housekeeping that should follow
+    /// the clock without a thread of its own goes there (a purgatory
+    /// publishes its gauges from it). A panic in `after_each` is logged, and
+    /// the loop goes on.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use timer::{Reaper, Timer};
+    ///
+    /// let timer: Arc<Timer> = Arc::new(Timer::new());
+    /// let loops = Arc::new(AtomicUsize::new(0));
+    /// let counted = loops.clone();
+    /// let reaper = Reaper::try_start_with(timer, Duration::from_millis(1), move || {
+    ///     counted.fetch_add(1, Ordering::Relaxed);
+    /// })
+    /// .unwrap();
+    /// while loops.load(Ordering::Relaxed) < 3 {
+    ///     std::thread::yield_now();
+    /// }
+    /// reaper.stop();
+    /// ```
+    pub fn try_start_with<T: TimerTask, F>(
+        timer: Arc<Timer<T>>,
+        poll: Duration,
+        mut after_each: F,
+    ) -> std::io::Result<Reaper>
+    where
+        F: FnMut() + Send + 'static,
+    {
         if poll.is_zero() {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,
@@ -91,12 +127,10 @@ impl Reaper {
                 while !stop.load(Ordering::Acquire) && !timer.is_shut_down() {
                     if let Err(panic) = catch_unwind(AssertUnwindSafe(|| timer.advance_clock(poll)))
                     {
-                        log::error!(
-                            "{}: advancing the clock panicked: {}",
-                            thread::current().name().unwrap_or("reaper"),
-                            panic_message(&*panic)
-                        );
-                        discard_panic(panic);
+                        log_panic("advancing the clock", panic);
+                    }
+                    if let Err(panic) = catch_unwind(AssertUnwindSafe(&mut after_each)) {
+                        log_panic("the reaper's hook", panic);
                     }
                 }
             })?
@@ -153,4 +187,14 @@ impl std::fmt::Debug for Reaper {
             .field("running", &self.thread.is_some())
             .finish()
     }
+}
+
+/// Logs a panic caught in the reaper's loop (`what` panicked), on its thread.
+fn log_panic(what: &str, panic: Box<dyn std::any::Any + Send>) {
+    log::error!(
+        "{}: {what} panicked: {}",
+        thread::current().name().unwrap_or("reaper"),
+        panic_message(&*panic)
+    );
+    discard_panic(panic);
 }

@@ -95,6 +95,30 @@ fn reaper_keeps_running_after_a_task_panics() {
 }
 
 #[test]
+fn the_reapers_hook_runs_after_each_advance_and_survives_its_own_panics() {
+    let timer: Arc<Timer> = Arc::new(Timer::new());
+    let (tx, rx) = mpsc::channel();
+    let mut runs = 0;
+    let reaper = Reaper::try_start_with(timer.clone(), Duration::from_millis(1), move || {
+        runs += 1;
+        if runs == 1 {
+            panic!("the hook panics on purpose");
+        }
+        let _ = tx.send(runs);
+    })
+    .unwrap();
+    // The second run comes after the first one's panic; the timer still
+    // fires.
+    assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok(2));
+    let (fired_tx, fired_rx) = mpsc::channel();
+    let task: Task = Box::new(move || fired_tx.send(()).unwrap());
+    timer.add(Duration::from_millis(2), task).unwrap();
+    assert_eq!(fired_rx.recv_timeout(Duration::from_secs(10)), Ok(()));
+    reaper.stop();
+    assert!(Reaper::try_start_with(timer, Duration::ZERO, || {}).is_err());
+}
+
+#[test]
 fn an_earlier_task_wakes_a_reaper_waiting_for_a_later_one() {
     let timer: Arc<Timer> = Arc::new(Timer::new());
     let reaper = Reaper::with_poll_interval(timer.clone(), Duration::from_secs(60));
