@@ -55,8 +55,9 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
     /// Number of watch-list entries (an operation watched under three keys
     /// counts three times). O(1): a sum of a few per-thread counters (at
     /// most 64), independent of the number of operations. Completed and
-    /// cancelled operations are never counted, even before their slots are
-    /// freed (see [`purge`](Self::purge)).
+    /// cancelled operations stop being counted at once, even before their
+    /// slots are freed (see [`purge`](Self::purge)); read while operations
+    /// leave, see [`PurgatoryStats`].
     pub fn watched(&self) -> usize {
         self.home.watched()
     }

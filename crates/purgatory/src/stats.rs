@@ -5,8 +5,10 @@
 /// A snapshot of a purgatory's gauges and counts; see
 /// [`Purgatory::stats`](crate::Purgatory::stats).
 ///
-/// Read while other threads work, the fields are each exact at some moment
-/// of the call, not necessarily the same moment.
+/// Read while other threads work, the fields are not read at the same
+/// moment. Each is exact if no operation leaves during the call; if some
+/// do, `watched` and `delayed` may still count a few of them (never fewer
+/// than were pending at some moment of the call).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct PurgatoryStats {

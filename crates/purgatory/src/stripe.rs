@@ -5,10 +5,15 @@
 //! queue and the watched counter are striped this way.
 //!
 //! Invariant: [`StripedCounter::sum`] is the sum of every `add` less every
-//! `sub`, whichever stripes they landed on; a single stripe may go negative
-//! (one thread counts an operation in, another counts it out).
+//! `sub`, whichever stripes they landed on. A stripe keeps what it counted
+//! in and what it counted out apart, both only growing: one thread counts an
+//! operation in, another counts it out, so a stripe's net count drifts
+//! without bound, and a read that summed net counts while a thread was
+//! preempted halfway could be off by everything counted meanwhile (hundreds,
+//! seen). `sum` reads the outs, then the ins, then the outs again, and
+//! trusts the read only if no out came in between (see there).
 
-use crate::sync::{AtomicIsize, Ordering};
+use crate::sync::{AtomicUsize, Ordering};
 
 use crossbeam_utils::CachePadded;
 use timer::internal::thread_index;
@@ -31,30 +36,82 @@ pub(crate) fn count() -> usize {
 /// line shared between a thread counting in and one counting out); reading
 /// it sums the stripes, O(stripes) whatever the count.
 pub(crate) struct StripedCounter {
-    cells: Box<[CachePadded<AtomicIsize>]>,
+    cells: Box<[CachePadded<Cell>]>,
+}
+
+/// One stripe: what it counted in and out, each only growing (wrapping).
+struct Cell {
+    ins: AtomicUsize,
+    outs: AtomicUsize,
 }
 
 impl StripedCounter {
     pub(crate) fn new() -> Self {
         StripedCounter {
             cells: (0..count())
-                .map(|_| CachePadded::new(AtomicIsize::new(0)))
+                .map(|_| {
+                    CachePadded::new(Cell {
+                        ins: AtomicUsize::new(0),
+                        outs: AtomicUsize::new(0),
+                    })
+                })
                 .collect(),
         }
     }
 
+    /// Counts `n` in. `Release`, like `sub`, so that a reader that sees a
+    /// count also sees what happened before it (see `sum`).
     pub(crate) fn add(&self, n: usize) {
-        own(&self.cells).fetch_add(n as isize, Ordering::Relaxed);
+        own(&self.cells).ins.fetch_add(n, Ordering::Release);
     }
 
+    /// Counts `n` out, of what an `add` that happened before counted in.
     pub(crate) fn sub(&self, n: usize) {
-        own(&self.cells).fetch_sub(n as isize, Ordering::Relaxed);
+        own(&self.cells).outs.fetch_add(n, Ordering::Release);
     }
 
-    /// The count (a snapshot while other threads count; never negative).
+    /// The count, read while other threads may count. When nothing is
+    /// counted out during the call it is exact: between the counts at the
+    /// call's start and end. Otherwise it is never below the count at some
+    /// moment of the call, and above it by at most what was counted out
+    /// during the least disturbed of a few tries.
     pub(crate) fn sum(&self) -> usize {
-        let sum: isize = self.cells.iter().map(|c| c.load(Ordering::Relaxed)).sum();
-        sum.max(0) as usize
+        self.sum_with(|_| {})
+    }
+
+    /// `sum`, calling `between(try)` between each try's first two passes
+    /// (tests use it to count in and out there).
+    ///
+    /// Why a try can be trusted: each `sub` follows its `add` (happens after
+    /// it), so an out the first pass sees has its in seen by the second
+    /// (`Acquire`/`Release`), and the result is never below the count when
+    /// the first pass ended. If the third pass finds the outs unchanged,
+    /// nothing left while the ins were read, and the ins only grew. If they
+    /// changed, the try may count what left meanwhile: try again, keeping
+    /// the smallest result (each is at least a true count).
+    pub(crate) fn sum_with(&self, mut between: impl FnMut(usize)) -> usize {
+        const TRIES: usize = 3;
+        let outs = |cells: &[CachePadded<Cell>]| {
+            cells.iter().fold(0usize, |sum, c| {
+                sum.wrapping_add(c.outs.load(Ordering::Acquire))
+            })
+        };
+        let mut best = usize::MAX;
+        let mut first = outs(&self.cells);
+        for attempt in 0..TRIES {
+            between(attempt);
+            let ins = self.cells.iter().fold(0usize, |sum, c| {
+                sum.wrapping_add(c.ins.load(Ordering::Acquire))
+            });
+            let count = ins.wrapping_sub(first);
+            let again = outs(&self.cells);
+            if again == first {
+                return count;
+            }
+            best = best.min(count);
+            first = again;
+        }
+        best
     }
 }
 
@@ -78,5 +135,32 @@ mod tests {
         .unwrap();
         assert_eq!(c.sum(), 0);
         assert!(count().is_power_of_two() && (4..=64).contains(&count()));
+    }
+
+    /// One thread watches an operation, another completes it: the count is
+    /// always 0 or 1. A read preempted after the outs while that goes on
+    /// a hundred times does not report the hundred.
+    #[test]
+    fn a_read_disturbed_by_traffic_retries_rather_than_report_it() {
+        let c = Arc::new(StripedCounter::new());
+        let cycle = |c: &Arc<StripedCounter>, times: usize| {
+            for _ in 0..times {
+                c.add(1);
+                let other = c.clone();
+                std::thread::spawn(move || other.sub(1)).join().unwrap();
+            }
+        };
+        // Traffic during the first try only: the second is undisturbed.
+        let seen = c.sum_with(|attempt| {
+            if attempt == 0 {
+                cycle(&c, 100);
+            }
+        });
+        assert_eq!(seen, 0);
+        // Traffic during every try: the least disturbed one counts.
+        c.add(1);
+        let seen = c.sum_with(|attempt| cycle(&c, 10 * (attempt + 1)));
+        assert_eq!(seen, 1 + 10);
+        assert_eq!(c.sum(), 1);
     }
 }

@@ -13,12 +13,12 @@
 
 #[cfg(not(loom))]
 pub(crate) use std::sync::atomic::{
-    AtomicBool, AtomicIsize, AtomicU16, AtomicU32, AtomicU8, AtomicUsize, Ordering,
+    AtomicBool, AtomicU16, AtomicU32, AtomicU8, AtomicUsize, Ordering,
 };
 
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::{
-    AtomicBool, AtomicIsize, AtomicU16, AtomicU32, AtomicU8, AtomicUsize, Ordering,
+    AtomicBool, AtomicU16, AtomicU32, AtomicU8, AtomicUsize, Ordering,
 };
 
 /// A mutual-exclusion lock whose `lock` returns the guard directly (no
