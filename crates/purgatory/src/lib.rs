@@ -58,6 +58,8 @@
 //!   `try_complete` counts as "not complete", a panicking `on_complete`
 //!   still leaves the operation completed and unwatched. A key whose `Hash`
 //!   or `Eq` panics leaves no partial watch; that panic reaches the caller.
+//!   A key's `Drop` that panics when the purgatory lets go of the key is
+//!   logged.
 //! * Watch lists are sharded: unrelated keys do not contend.
 //! * Shutdown handles pending operations by an explicit [`ShutdownPolicy`].
 //! * Bad configuration (a shard count of 0 or above

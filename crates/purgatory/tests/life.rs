@@ -668,12 +668,13 @@ fn an_operation_is_dropped_by_the_call_that_ends_it_with_no_lock_held() {
 
 // ------------------------------------------------------- containment
 
-/// Hashes its id only; panics in `Hash` or `Eq` when asked.
+/// Hashes its id only; panics in `Hash`, `Eq` or `Drop` when asked.
 #[derive(Debug, Clone)]
 struct Touchy {
     id: u32,
     panic_hash: bool,
     panic_eq: bool,
+    panic_drop: bool,
 }
 
 fn touchy(id: u32) -> Touchy {
@@ -681,6 +682,15 @@ fn touchy(id: u32) -> Touchy {
         id,
         panic_hash: false,
         panic_eq: false,
+        panic_drop: false,
+    }
+}
+
+impl Drop for Touchy {
+    fn drop(&mut self) {
+        if self.panic_drop && !std::thread::panicking() {
+            panic!("Drop panics on purpose");
+        }
     }
 }
 
@@ -743,6 +753,46 @@ fn a_panicking_key_leaves_no_partial_watch() {
         assert!(p.cancel(&o));
     }
     assert_eq!((p.watched(), p.delayed()), (1, 1));
+}
+
+/// A key whose `Drop` panics, dropped by the index (a watch's copy of a
+/// listed key, a freed list's key): the panic is logged, and the index
+/// stays whole.
+#[test]
+fn a_key_whose_drop_panics_leaves_the_index_whole() {
+    let p: Purgatory<Touchy, MockOp> = Purgatory::builder("touchy")
+        .clock(ManualClock::new())
+        .reaper(false)
+        .build()
+        .unwrap();
+    let bad = || Touchy {
+        panic_drop: true,
+        ..touchy(1)
+    };
+    let (first, second) = (op(1_000), op(1_000));
+    assert_eq!(p.try_complete_else_watch(first.clone(), [bad()]), Ok(false));
+    // The list has its key: the watch drops this copy.
+    assert_eq!(
+        p.try_complete_else_watch(second.clone(), [bad()]),
+        Ok(false)
+    );
+    assert_eq!(p.watched_on(&touchy(1)), 2);
+    first.completable.store(true, Ordering::Release);
+    second.completable.store(true, Ordering::Release);
+    assert_eq!(p.check_and_complete(&touchy(1)), 2);
+    // Frees the emptied list, and drops its key.
+    p.purge();
+    assert_eq!((p.watched(), p.delayed(), p.watched_keys()), (0, 0, 0));
+    // The index goes on working, with the same key and others.
+    for round in 0..3 {
+        let o = op(1_000);
+        let keys = [touchy(1), touchy(2 + round)];
+        assert_eq!(p.try_complete_else_watch(o.clone(), keys), Ok(false));
+        assert_eq!(p.watched_keys(), 2);
+        assert_eq!(p.cancel_for_key(&touchy(1)).len(), 1);
+        p.purge();
+        assert_eq!((p.watched(), p.delayed(), p.watched_keys()), (0, 0, 0));
+    }
 }
 
 #[test]

@@ -33,9 +33,11 @@
 //! * `keys` counts the lists in the key tables.
 
 use std::hash::{BuildHasher, Hash};
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
 use crossbeam_utils::CachePadded;
+use timer::internal::{discard_panic, panic_message};
 
 use crate::members::Membership;
 use crate::operation::{DelayedOperation, Shared};
@@ -193,11 +195,13 @@ impl<K: WatchKey, Op: DelayedOperation> Shard<K, Op> {
     }
 
     /// Frees list `id` (empty), taking it out of the table if needed.
-    /// Returns whether it was in the table.
-    fn free_list(&mut self, id: u32) -> bool {
+    /// Returns whether it was in the table, and its key, for the caller to
+    /// drop once the shard's lock is released ([`drop_key`]).
+    fn free_list(&mut self, id: u32) -> (bool, Option<K>) {
         let was_in = self.detach(id);
         let list = &mut self.lists[id as usize];
-        if list.key.take().is_some() {
+        let key = list.key.take();
+        if key.is_some() {
             let slab = std::mem::replace(&mut list.slab, Slab::new());
             if let Some(slab) = slab.recycle() {
                 if self.spare.len() < SPARE_SLABS {
@@ -214,7 +218,21 @@ impl<K: WatchKey, Op: DelayedOperation> Shard<K, Op> {
             self.free_ids = Vec::new();
             self.table = KeyTable::new();
         }
-        was_in
+        (was_in, key)
+    }
+}
+
+/// Drops a key the index no longer holds (a freed list's, or a watch's
+/// copy of a key already listed), with no shard lock held. A `Drop` that
+/// panics is logged, as an operation's is: unwinding from here would leave
+/// a batch of retired slots half freed, to be freed again.
+fn drop_key<K>(key: K) {
+    if let Err(panic) = catch_unwind(AssertUnwindSafe(move || drop(key))) {
+        log::error!(
+            "purgatory: a watch key's Drop panicked: {}",
+            panic_message(&*panic)
+        );
+        discard_panic(panic);
     }
 }
 
@@ -364,21 +382,27 @@ impl<K: WatchKey, Op: DelayedOperation, S: BuildHasher> WatchIndex<K, Op, S> {
         } = at;
         let mut shard = lock_spinning(&self.shards[shard_ix]);
         if closed() {
+            drop(shard);
+            drop_key(key);
             return None;
         }
-        let list = match shard.find(hash, &key) {
-            Some(id) => id,
+        let (list, listed) = match shard.find(hash, &key) {
+            Some(id) => (id, Some(key)),
             None => {
                 self.keys.fetch_add(1, Ordering::Relaxed);
                 let id = shard.create(key, hash);
                 self.hints[shard_ix].update(&shard.table);
-                id
+                (id, None)
             }
         };
         let slab = &mut shard.list_mut(list).slab;
         let slot = slab.insert(Arc::downgrade(op));
         if let Some(other) = slab.head_neighbour(slot) {
             prefetch_operation(other);
+        }
+        drop(shard);
+        if let Some(key) = listed {
+            drop_key(key);
         }
         Some(Membership {
             shard: shard_ix as u32,

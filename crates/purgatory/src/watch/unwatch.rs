@@ -4,7 +4,7 @@
 
 use std::sync::Weak;
 
-use super::{KeyHasher, WatchIndex, WatchKey};
+use super::{drop_key, KeyHasher, WatchIndex, WatchKey};
 use crate::members::Membership;
 use crate::operation::{DelayedOperation, Shared};
 use crate::retire::{Retired, Unwatch};
@@ -133,20 +133,25 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> WatchIndex<K, Op, S> {
                 timer::internal::prefetch(slot);
             }
         }
+        // The keys of the lists emptied, dropped once the lock is released.
+        let mut keys = StackBuf::<K, UNWATCH_CHUNK>::new();
         for &(m, op) in chunk {
             let list = shard.list_mut(m.list);
             let entry = list.slab.remove(m.slot, op);
             debug_assert!(entry.is_some(), "an operation left a slot it did not hold");
             removed.extend(entry);
             if list.slab.live() == 0 {
-                if shard.free_list(m.list) {
+                let (was_in, key) = shard.free_list(m.list);
+                if was_in {
                     self.keys.fetch_sub(1, Ordering::Relaxed);
                 }
+                keys.extend(key);
                 self.hints[shard_ix as usize].update(&shard.table);
             }
         }
         drop(shard);
         removed.clear();
+        keys.drain_each(drop_key);
     }
 }
 
