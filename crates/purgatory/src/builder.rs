@@ -106,7 +106,11 @@ impl<S> PurgatoryBuilder<S> {
 
     /// Whether a reaper thread drives expiry (default `true`). Without it,
     /// operations expire only when [`Purgatory::advance_clock`](crate::Purgatory::advance_clock) is called:
-    /// the setting for tests and virtual-time simulations.
+    /// the setting for tests and virtual-time simulations. Except one
+    /// watched with a zero timeout (or a `timeout` that panicked), which is
+    /// due at once: the timer hands it to its executor thread as it is
+    /// watched, whatever the clock, and `advance_clock(Duration::ZERO)`
+    /// waits for such expirations too.
     pub fn reaper(mut self, enabled: bool) -> Self {
         self.reaper = enabled;
         self

@@ -5,6 +5,13 @@
 /// A snapshot of a purgatory's gauges and counts; see
 /// [`Purgatory::stats`](crate::Purgatory::stats).
 ///
+/// The outcome counts count how operations left *this* purgatory: a
+/// cancelled operation completed afterwards (by
+/// [`Operation::force_complete`](crate::Operation::force_complete), or by
+/// its own `try_complete` cancelling itself and then answering `true`)
+/// counts as cancelled here, though its
+/// [`outcome`](crate::Operation::outcome) ends `Completed`.
+///
 /// Read while other threads work, the fields are not read at the same
 /// moment. Each is exact if no operation leaves during the call; if some
 /// do, `watched` and `delayed` may still count a few of them (never fewer

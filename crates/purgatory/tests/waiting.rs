@@ -134,6 +134,9 @@ type Seen = (bool, Option<Outcome>, Option<Outcome>, Option<Outcome>);
 struct Introspective {
     me: Mutex<Option<Operation<Introspective>>>,
     seen: Mutex<Option<Seen>>,
+    /// What `wait_timeout` gave inside `try_complete`, and whether it
+    /// returned well before its timeout.
+    tried: Mutex<Option<(Option<Outcome>, bool)>>,
 }
 
 impl DelayedOperation for Introspective {
@@ -141,6 +144,10 @@ impl DelayedOperation for Introspective {
         Duration::from_secs(30)
     }
     fn try_complete(&self) -> bool {
+        let me = self.me.lock().unwrap().clone().expect("a handle to itself");
+        let start = std::time::Instant::now();
+        let outcome = me.wait_timeout(Duration::from_secs(60));
+        *self.tried.lock().unwrap() = Some((outcome, start.elapsed() < Duration::from_secs(30)));
         true
     }
     fn on_complete(&self) {
@@ -169,6 +176,14 @@ fn inside_its_callbacks_an_operation_waits_for_nothing() {
     let done = Some(Outcome::Completed);
     assert_eq!(*op.seen.lock().unwrap(), Some((true, None, done, done)));
     assert_eq!(op.outcome(), done);
+    // Undecided, with its lock held on the waiting thread: nothing could
+    // decide it meanwhile, so the wait returns at once.
+    assert_eq!(*op.tried.lock().unwrap(), Some((None, true)));
+    let pending = Operation::new(Introspective::default());
+    let _guard = pending.lock();
+    let start = std::time::Instant::now();
+    assert_eq!(pending.wait_timeout(Duration::from_secs(60)), None);
+    assert!(start.elapsed() < Duration::from_secs(30));
 }
 
 /// Sets its flag when dropped.

@@ -408,12 +408,20 @@ impl<Op: DelayedOperation> Operation<Op> {
 
     /// Blocks the calling thread until the operation leaves the purgatory
     /// (see [`completion`](Self::completion)) or `timeout` passes, whichever
-    /// is first; returns the outcome, or `None` on timeout. From inside the
-    /// operation's own callbacks it returns the outcome at once.
+    /// is first; returns the outcome, or `None` on timeout. On a thread
+    /// holding the operation's lock (inside any of its methods, such as
+    /// `try_complete` or `on_complete`, or under [`lock`](Self::lock)) it
+    /// does not wait: only that thread could decide the outcome meanwhile.
+    /// It returns the outcome if decided, `None` if not.
     pub fn wait_timeout(&self, timeout: Duration) -> Option<Outcome> {
         if let Some(outcome) = self.outcome() {
             return Some(outcome);
         }
+        let timeout = if self.0.is_locked_here() {
+            Duration::ZERO
+        } else {
+            timeout
+        };
         self.completion().wait_timeout(timeout)
     }
 
