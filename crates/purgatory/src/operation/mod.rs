@@ -104,6 +104,54 @@ pub trait DelayedOperation: Send + Sync + 'static {
     fn on_expiration(&self) {}
 }
 
+/// A boxed operation is one, so that one purgatory can hold operations of
+/// several types (Kafka's rebalance purgatory holds joins and syncs) as
+/// `Box<dyn DelayedOperation>`; an enum of the types does the same without
+/// the allocation.
+///
+/// ```
+/// use std::time::Duration;
+/// use purgatory::{DelayedOperation, Purgatory};
+///
+/// struct Join;
+/// impl DelayedOperation for Join {
+///     fn timeout(&self) -> Duration { Duration::from_secs(5) }
+///     fn try_complete(&self) -> bool { false }
+///     fn on_complete(&self) {}
+/// }
+/// struct Sync;
+/// impl DelayedOperation for Sync {
+///     fn timeout(&self) -> Duration { Duration::from_secs(5) }
+///     fn try_complete(&self) -> bool { true }
+///     fn on_complete(&self) {}
+/// }
+///
+/// let rebalance = Purgatory::builder("Rebalance")
+///     .reaper(false)
+///     .build::<&str, Box<dyn DelayedOperation>>()
+///     .unwrap();
+/// assert_eq!(rebalance.try_complete_else_watch(Box::new(Join) as Box<dyn DelayedOperation>, ["g"]), Ok(false));
+/// assert_eq!(rebalance.try_complete_else_watch(Box::new(Sync) as Box<dyn DelayedOperation>, ["g"]), Ok(true));
+/// assert_eq!(rebalance.watched(), 1);
+/// ```
+impl<T: DelayedOperation + ?Sized> DelayedOperation for Box<T> {
+    fn timeout(&self) -> Duration {
+        (**self).timeout()
+    }
+
+    fn try_complete(&self) -> bool {
+        (**self).try_complete()
+    }
+
+    fn on_complete(&self) {
+        (**self).on_complete()
+    }
+
+    fn on_expiration(&self) {
+        (**self).on_expiration()
+    }
+}
+
 /// The purgatory an operation is watched in, behind one more pointer so
 /// that each operation holds a thin one (8 bytes, not 16): the purgatory
 /// makes it once and every watched operation shares it.
