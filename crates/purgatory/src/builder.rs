@@ -110,7 +110,9 @@ impl<S> PurgatoryBuilder<S> {
     /// watched with a zero timeout (or a `timeout` that panicked), which is
     /// due at once: the timer hands it to its executor thread as it is
     /// watched, whatever the clock, and `advance_clock(Duration::ZERO)`
-    /// waits for such expirations too.
+    /// waits for such expirations too. Without a reaper, the `metrics`
+    /// feature's gauges move only on `stats`, `advance_clock` and
+    /// `shutdown`.
     pub fn reaper(mut self, enabled: bool) -> Self {
         self.reaper = enabled;
         self
@@ -118,7 +120,8 @@ impl<S> PurgatoryBuilder<S> {
 
     /// How long the reaper waits for the next bucket per loop (default
     /// 200 ms, as Kafka). It wakes early when an earlier bucket is added and
-    /// on shutdown, so this only bounds idle wake-ups.
+    /// on shutdown, so this only bounds idle wake-ups. With the `metrics`
+    /// feature it is also how often the reaper sets the published gauges.
     pub fn reaper_poll_interval(mut self, poll: Duration) -> Self {
         self.reaper_poll_interval = poll;
         self

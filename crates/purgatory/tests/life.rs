@@ -780,7 +780,8 @@ fn a_key_whose_drop_panics_leaves_the_index_whole() {
     first.completable.store(true, Ordering::Release);
     second.completable.store(true, Ordering::Release);
     assert_eq!(p.check_and_complete(&touchy(1)), 2);
-    // Frees the emptied list, and drops its key.
+    // The emptied list is freed (by the check, or here at the latest), and
+    // its key dropped.
     p.purge();
     assert_eq!((p.watched(), p.delayed(), p.watched_keys()), (0, 0, 0));
     // The index goes on working, with the same key and others.

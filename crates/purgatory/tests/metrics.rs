@@ -42,14 +42,26 @@ impl GaugeFn for Cell {
 #[derive(Default)]
 struct Registry(Mutex<BTreeMap<String, Arc<Cell>>>);
 
+/// What a gauge reads before anything set it.
+const UNSET: u64 = u64::MAX;
+
 impl Registry {
     fn cell(&self, key: &MetricKey) -> Arc<Cell> {
+        self.cell_from(key, 0)
+    }
+
+    fn cell_from(&self, key: &MetricKey, initial: u64) -> Arc<Cell> {
         let labels: Vec<String> = key
             .labels()
             .map(|l| format!("{}={}", l.key(), l.value()))
             .collect();
         let name = format!("{}{{{}}}", key.name(), labels.join(","));
-        self.0.lock().unwrap().entry(name).or_default().clone()
+        self.0
+            .lock()
+            .unwrap()
+            .entry(name)
+            .or_insert_with(|| Arc::new(Cell(AtomicU64::new(initial))))
+            .clone()
     }
 
     fn get(&self, name: &str) -> Option<u64> {
@@ -69,7 +81,7 @@ impl Recorder for Registry {
         Counter::from_arc(self.cell(key))
     }
     fn register_gauge(&self, key: &MetricKey, _: &Metadata<'_>) -> Gauge {
-        Gauge::from_arc(self.cell(key))
+        Gauge::from_arc(self.cell_from(key, UNSET))
     }
     fn register_histogram(&self, _: &MetricKey, _: &Metadata<'_>) -> Histogram {
         Histogram::noop()

@@ -13,7 +13,9 @@ use std::task::{Context, Poll, Wake, Waker};
 use std::thread;
 use std::time::Duration;
 
-use purgatory::{Completion, DelayedOperation, ManualClock, Operation, Outcome, Purgatory};
+use purgatory::{
+    new_operation_lock, Completion, DelayedOperation, ManualClock, Operation, Outcome, Purgatory,
+};
 
 /// Counts its wake-ups.
 #[derive(Default)]
@@ -180,9 +182,17 @@ fn inside_its_callbacks_an_operation_waits_for_nothing() {
     // decide it meanwhile, so the wait returns at once.
     assert_eq!(*op.tried.lock().unwrap(), Some((None, true)));
     let pending = Operation::new(Introspective::default());
-    let _guard = pending.lock();
+    let guard = pending.lock();
     let start = std::time::Instant::now();
     assert_eq!(pending.wait_timeout(Duration::from_secs(60)), None);
+    assert!(start.elapsed() < Duration::from_secs(30));
+    drop(guard);
+    // The same with a shared lock (a group's) taken directly.
+    let group = new_operation_lock();
+    let member = Operation::with_lock(Introspective::default(), group.clone());
+    let _held = group.lock();
+    let start = std::time::Instant::now();
+    assert_eq!(member.wait_timeout(Duration::from_secs(60)), None);
     assert!(start.elapsed() < Duration::from_secs(30));
 }
 

@@ -113,14 +113,14 @@ pub trait DelayedOperation: Send + Sync + 'static {
 /// use std::time::Duration;
 /// use purgatory::{DelayedOperation, Purgatory};
 ///
-/// struct Join;
-/// impl DelayedOperation for Join {
+/// struct JoinGroup;
+/// impl DelayedOperation for JoinGroup {
 ///     fn timeout(&self) -> Duration { Duration::from_secs(5) }
 ///     fn try_complete(&self) -> bool { false }
 ///     fn on_complete(&self) {}
 /// }
-/// struct Sync;
-/// impl DelayedOperation for Sync {
+/// struct SyncGroup;
+/// impl DelayedOperation for SyncGroup {
 ///     fn timeout(&self) -> Duration { Duration::from_secs(5) }
 ///     fn try_complete(&self) -> bool { true }
 ///     fn on_complete(&self) {}
@@ -130,8 +130,8 @@ pub trait DelayedOperation: Send + Sync + 'static {
 ///     .reaper(false)
 ///     .build::<&str, Box<dyn DelayedOperation>>()
 ///     .unwrap();
-/// assert_eq!(rebalance.try_complete_else_watch(Box::new(Join) as Box<dyn DelayedOperation>, ["g"]), Ok(false));
-/// assert_eq!(rebalance.try_complete_else_watch(Box::new(Sync) as Box<dyn DelayedOperation>, ["g"]), Ok(true));
+/// assert_eq!(rebalance.try_complete_else_watch(Box::new(JoinGroup) as Box<dyn DelayedOperation>, ["g"]), Ok(false));
+/// assert_eq!(rebalance.try_complete_else_watch(Box::new(SyncGroup) as Box<dyn DelayedOperation>, ["g"]), Ok(true));
 /// assert_eq!(rebalance.watched(), 1);
 /// ```
 impl<T: DelayedOperation + ?Sized> DelayedOperation for Box<T> {
@@ -465,11 +465,11 @@ impl<Op: DelayedOperation> Operation<Op> {
         if let Some(outcome) = self.outcome() {
             return Some(outcome);
         }
-        let timeout = if self.0.is_locked_here() {
-            Duration::ZERO
-        } else {
-            timeout
-        };
+        if self.0.is_locked_here() && self.0.state.decided().is_none() {
+            return None;
+        }
+        // Locked here and decided: its callbacks run on this thread, and
+        // `completion` is ready at once.
         self.completion().wait_timeout(timeout)
     }
 

@@ -13,7 +13,8 @@
 //! # Invariants
 //!
 //! * Lock order: the operation lock (when held) before a shard lock. No user
-//!   code runs with a shard lock held; only one shard lock is held at a time.
+//!   code runs with a shard lock held but the keys' `Hash` and `Eq` (see
+//!   [`WatchKey`]); only one shard lock is held at a time.
 //! * A slot is freed only through the membership its operation kept, once:
 //!   by the thread that frees the retired batch the operation went to when
 //!   it was released (see [`crate::retire`]). So slot indices are stable for
@@ -57,6 +58,13 @@ use table::KeyTable;
 /// printable in logs. Implemented for every such type. (`Clone` is not used
 /// by the purgatory itself; it is required so that callers can pass one key
 /// to several calls.)
+///
+/// `Eq` runs with a watch-list shard's lock held, and the `Drop` of a key
+/// the purgatory lets go of runs where its emptied list is freed (inside
+/// purgatory calls, holding a lock of the retired batch, or the lock of the
+/// operation being watched): neither, nor `Hash`, may block or call back
+/// into the purgatory. A panic in `Hash` or `Eq` reaches
+/// the caller; one in `Drop` is logged.
 pub trait WatchKey: Eq + Hash + Clone + Send + Sync + std::fmt::Debug + 'static {}
 
 impl<T: Eq + Hash + Clone + Send + Sync + std::fmt::Debug + 'static> WatchKey for T {}

@@ -20,9 +20,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Unwatch<Op> for WatchIndex
                 .iter()
                 .flat_map(|r| r.members.iter().map(move |m| (m, r.op.as_ptr())))
         };
-        // The slots' references, dropped after each lock hold (never the
-        // last ones: the retired batch holds one per operation).
-        let mut removed = StackBuf::<Weak<Shared<Op>>, UNWATCH_CHUNK>::new();
+        let mut removed = LetGo::new();
         // Each shard is locked once for all its slots. Operations mostly
         // watch the same few keys, so a batch usually touches a few shards:
         // find them with a linear scan and go over the batch once per shard,
@@ -83,6 +81,30 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Unwatch<Op> for WatchIndex
 /// scanning it once per shard.
 pub(super) const FEW_SHARDS: usize = 8;
 
+/// What one lock hold of [`WatchIndex::unwatch_chunk`] lets go of, dropped
+/// once the lock is released: the slots' references (never the last ones:
+/// the retired batch holds one per operation) and the keys of the lists it
+/// emptied. Made once per batch, before any lock is taken, so that a hold
+/// does not spend its time making it, and a panic under the lock unwinds
+/// past the guard before dropping what it holds.
+struct LetGo<K, Op: DelayedOperation> {
+    refs: StackBuf<Weak<Shared<Op>>, UNWATCH_CHUNK>,
+    keys: StackBuf<K, UNWATCH_CHUNK>,
+}
+
+impl<K, Op: DelayedOperation> LetGo<K, Op> {
+    fn new() -> Self {
+        LetGo {
+            refs: StackBuf::new(),
+            keys: StackBuf::new(),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.refs.is_empty() && self.keys.is_empty()
+    }
+}
+
 /// A slot to free and the operation occupying it.
 type SlotOf<Op> = (Membership, *const Shared<Op>);
 
@@ -95,7 +117,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> WatchIndex<K, Op, S> {
         shard_ix: u32,
         mut run: impl Iterator<Item = SlotOf<Op>>,
         chunk: &mut [SlotOf<Op>; UNWATCH_CHUNK],
-        removed: &mut StackBuf<Weak<Shared<Op>>, UNWATCH_CHUNK>,
+        removed: &mut LetGo<K, Op>,
     ) {
         loop {
             let mut len = 0;
@@ -115,13 +137,9 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> WatchIndex<K, Op, S> {
 
     /// Frees the slots of `chunk` (at most [`UNWATCH_CHUNK`]), all in shard
     /// `shard_ix`, in one hold of its lock; their references go through
-    /// `removed` (empty) and are dropped once the lock is released.
-    fn unwatch_chunk(
-        &self,
-        shard_ix: u32,
-        chunk: &[SlotOf<Op>],
-        removed: &mut StackBuf<Weak<Shared<Op>>, UNWATCH_CHUNK>,
-    ) {
+    /// `removed` (empty), with the keys of the lists emptied, and are dropped
+    /// once the lock is released.
+    fn unwatch_chunk(&self, shard_ix: u32, chunk: &[SlotOf<Op>], removed: &mut LetGo<K, Op>) {
         debug_assert!(chunk.len() <= UNWATCH_CHUNK && removed.is_empty());
         let mut shard = lock_spinning(&self.shards[shard_ix as usize]);
         // Start fetching every slot of the chunk before changing any, so
@@ -133,25 +151,23 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> WatchIndex<K, Op, S> {
                 timer::internal::prefetch(slot);
             }
         }
-        // The keys of the lists emptied, dropped once the lock is released.
-        let mut keys = StackBuf::<K, UNWATCH_CHUNK>::new();
         for &(m, op) in chunk {
             let list = shard.list_mut(m.list);
             let entry = list.slab.remove(m.slot, op);
             debug_assert!(entry.is_some(), "an operation left a slot it did not hold");
-            removed.extend(entry);
+            removed.refs.extend(entry);
             if list.slab.live() == 0 {
                 let (was_in, key) = shard.free_list(m.list);
                 if was_in {
                     self.keys.fetch_sub(1, Ordering::Relaxed);
                 }
-                keys.extend(key);
+                removed.keys.extend(key);
                 self.hints[shard_ix as usize].update(&shard.table);
             }
         }
         drop(shard);
-        removed.clear();
-        keys.drain_each(drop_key);
+        removed.refs.clear();
+        removed.keys.drain_each(drop_key);
     }
 }
 
