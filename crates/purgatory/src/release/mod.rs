@@ -81,7 +81,7 @@ pub(crate) fn let_go<T: 'static>(value: T) {
         HELD.with(|held| held.borrow_mut().push_back(Box::new(value)));
         ANY_HELD.with(|any| any.set(true));
     } else {
-        drop_logged(value);
+        drop_logged(value, "an operation's Drop");
     }
 }
 
@@ -123,14 +123,15 @@ fn flush_held() {
     // not borrowed while it drops: a `Drop` may call the purgatory again
     // (at depth 0 it lets go at once).
     while let Some(value) = HELD.with(|held| held.borrow_mut().pop_front()) {
-        drop_logged(value);
+        drop_logged(value, "an operation's Drop");
     }
 }
 
-/// Drops `value`, catching and logging a panic in a user `Drop`.
-fn drop_logged<T>(value: T) {
+/// Drops `value`, catching and logging a panic in a user `Drop` (`what`
+/// names it in the log).
+pub(crate) fn drop_logged<T>(value: T, what: &str) {
     if let Err(panic) = catch_unwind(AssertUnwindSafe(move || drop(value))) {
-        log::error!("purgatory: an operation's Drop panicked");
+        log::error!("purgatory: {what} panicked: {}", panic_message(&*panic));
         discard_panic(panic);
     }
 }

@@ -34,14 +34,13 @@
 //! * `keys` counts the lists in the key tables.
 
 use std::hash::{BuildHasher, Hash};
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
 use crossbeam_utils::CachePadded;
-use timer::internal::{discard_panic, panic_message};
 
 use crate::members::Membership;
 use crate::operation::{DelayedOperation, Shared};
+use crate::release::drop_logged;
 use crate::stackbuf::StackBuf;
 use crate::sync::{lock_spinning, AtomicUsize, Mutex, Ordering};
 
@@ -235,13 +234,7 @@ impl<K: WatchKey, Op: DelayedOperation> Shard<K, Op> {
 /// panics is logged, as an operation's is: unwinding from here would leave
 /// a batch of retired slots half freed, to be freed again.
 fn drop_key<K>(key: K) {
-    if let Err(panic) = catch_unwind(AssertUnwindSafe(move || drop(key))) {
-        log::error!(
-            "purgatory: a watch key's Drop panicked: {}",
-            panic_message(&*panic)
-        );
-        discard_panic(panic);
-    }
+    drop_logged(key, "a watch key's Drop");
 }
 
 /// A key's tag in its shard's key table: the low 32 bits of its hash (the
