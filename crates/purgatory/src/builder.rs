@@ -104,6 +104,17 @@ impl<S> PurgatoryBuilder<S> {
         self
     }
 
+    /// The number of the timer's independently locked wheels, 1 to 64
+    /// (default: the number of CPUs the process may use). Each watch arms
+    /// its timeout in one of them, chosen by the watching thread, so
+    /// threads watching at once contend only when they share one; each
+    /// costs a lock, a wheel and its buckets. [`build`](Self::build) refuses
+    /// a count out of range with [`PurgatoryError::Config`](crate::PurgatoryError::Config).
+    pub fn timer_shards(mut self, shards: usize) -> Self {
+        self.timer = self.timer.shards(shards);
+        self
+    }
+
     /// Whether a reaper thread drives expiry (default `true`). Without it,
     /// operations expire only when [`Purgatory::advance_clock`](crate::Purgatory::advance_clock) is called:
     /// the setting for tests and virtual-time simulations. Except one

@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use common::*;
 use purgatory::{
-    new_operation_lock, Completion, DelayedOperation, ManualClock, Operation, OperationLock,
-    Outcome, Purgatory, PurgatoryBuilder, PurgatoryError, ShutdownPolicy,
+    new_operation_lock, Completion, ConfigError, DelayedOperation, ManualClock, Operation,
+    OperationLock, Outcome, Purgatory, PurgatoryBuilder, PurgatoryError, ShutdownPolicy,
 };
 
 /// Long enough never to pass in a test that waits for an event, short
@@ -812,6 +812,45 @@ fn absurd_shard_counts_are_errors() {
     assert!(most.is_ok());
     let msg = PurgatoryError::Shards(0).to_string();
     assert!(msg.contains("65536"), "{msg}");
+}
+
+#[test]
+fn the_timer_shard_count_is_checked_and_used() {
+    for shards in [0, 65, usize::MAX] {
+        let built = Purgatory::builder("timer-shards")
+            .reaper(false)
+            .timer_shards(shards)
+            .build::<Key, MockOp>();
+        let Err(PurgatoryError::Config(ConfigError::ShardsOutOfRange { requested, .. })) = built
+        else {
+            panic!("{shards} timer shards accepted");
+        };
+        assert_eq!(requested, shards);
+    }
+    // Threads watching at once arm their timeouts in one wheel or in
+    // several; either way each expires once, on time.
+    for shards in [1, 64] {
+        let clock = ManualClock::new();
+        let p = Purgatory::builder("timer-shards")
+            .clock(clock.clone())
+            .reaper(false)
+            .timer_shards(shards)
+            .build::<Key, MockOp>()
+            .unwrap();
+        let ops: Vec<_> = (0..8).map(|_| op(10)).collect();
+        thread::scope(|s| {
+            for (i, o) in ops.iter().enumerate() {
+                let p = &p;
+                s.spawn(move || p.try_complete_else_watch(o.clone(), [key(&i.to_string())]));
+            }
+        });
+        assert_eq!(p.delayed(), 8);
+        advance(&p, &clock, 9);
+        assert!(ops.iter().all(|o| !o.is_completed()));
+        advance(&p, &clock, 1);
+        assert!(ops.iter().all(|o| o.is_expired() && o.expirations() == 1));
+        assert_eq!(p.delayed(), 0);
+    }
 }
 
 /// Shutdown under either policy racing checks and forces from other
