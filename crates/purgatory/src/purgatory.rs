@@ -213,6 +213,11 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
     ///   been handled by the [`ShutdownPolicy`] like every pending one (with
     ///   [`ShutdownPolicy::Expire`] it has expired), and it may or may not
     ///   be in the list `shutdown()` returns; otherwise it is untouched.
+    ///
+    /// A refused operation is not handed back: to answer its client anyway
+    /// (say, [`force_complete`](Operation::force_complete) it to send what
+    /// it has), pass a clone and keep the handle, as
+    /// `try_complete_else_watch(op.clone(), keys)`.
     pub fn try_complete_else_watch(
         &self,
         op: impl Into<Operation<Op>>,
