@@ -206,7 +206,8 @@ impl<Op: DelayedOperation> Owner<Op> for Home<Op> {
                 members,
                 timer,
             };
-            self.retired.push(retired, &*self.index, &self.timer);
+            let now = outcome == Outcome::Cancelled;
+            self.retired.push(retired, now, &*self.index, &self.timer);
         }
     }
 }

@@ -516,7 +516,6 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
         };
         let cancelled = released.is_some();
         if let Some(released) = released {
-            self.home.free_own_retired();
             let_go(released);
         }
         cancelled
@@ -551,7 +550,6 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
                 None => let_go(op),
             }
         }
-        self.home.free_own_retired();
         for token in released {
             let_go(token);
         }

@@ -34,8 +34,14 @@
 //!   So once [`RetireQueue::free_own`] has its stripe's lock, whatever the
 //!   calling thread retired earlier is free: still in the batch, which it
 //!   frees, or freed by a thread sharing the stripe, which it waited for.
-//!   That is what lets an operation be watched again as soon as `cancel`
-//!   returns, without a check of its old keys finding it there.
+//! * A cancelled operation's batch is freed as it retires, under the
+//!   operation's lock. A cancelled operation may be watched again (here or
+//!   in another purgatory) as soon as that lock is released: its outcome
+//!   says so already, and the canceller may still be cancelling others.
+//!   The watch takes the lock first, so by then the old slots are gone, and
+//!   no check or `cancel_for_key` of a key it left finds it through them.
+//!   (A completed or expired operation is never watched again, so its
+//!   slots may wait for the batch.)
 //! * Lock order: a stripe's lock is taken only by these methods, called
 //!   with no watch-list or timer lock held (an operation's lock may be:
 //!   an operation retires as it leaves); under it they take the
@@ -157,10 +163,12 @@ impl<Op: DelayedOperation> RetireQueue<Op> {
     }
 
     /// Appends `retired` to this thread's stripe, freeing the stripe's batch
-    /// if it is full.
+    /// if it is full, or at once if `now` (a cancelled operation: see the
+    /// module invariants).
     pub(crate) fn push<T: TimerTask>(
         &self,
         retired: Retired<Op>,
+        now: bool,
         index: &dyn Unwatch<Op>,
         timer: &Timer<T>,
     ) {
@@ -170,7 +178,7 @@ impl<Op: DelayedOperation> RetireQueue<Op> {
             stripe.batch.reserve_exact(RETIRE_BATCH);
         }
         stripe.batch.push(retired);
-        if stripe.batch.len() == RETIRE_BATCH {
+        if now || stripe.batch.len() == RETIRE_BATCH {
             self.free_stripe(&mut stripe, index, timer);
         }
     }

@@ -205,6 +205,70 @@ fn a_cancelled_operation_watched_again_starts_a_new_stay() {
     assert_eq!(o.completions(), 1);
 }
 
+/// An operation cancelled by `cancel_for_key` may be watched again by
+/// another thread while the call goes on with the rest of the key's list;
+/// the new stay, here or in another purgatory, is then not found through
+/// the keys the operation left: a check of one neither tries nor completes
+/// it, and a `cancel_for_key` of one does not cancel it.
+#[test]
+fn an_operation_watched_again_mid_cancel_is_not_found_through_keys_it_left() {
+    for elsewhere in [false, true] {
+        let (p1, clock) = manual();
+        let p2: Purgatory<Key, MockOp> = Purgatory::builder("elsewhere")
+            .clock(clock.clone())
+            .reaper(false)
+            .build()
+            .unwrap();
+        let target = if elsewhere { &p2 } else { &p1 };
+        let left = op(1_000);
+        let group = new_operation_lock();
+        let blocker = Operation::with_lock(
+            MockOp {
+                timeout: Duration::from_secs(1),
+                lock: Some(group.clone()),
+                ..MockOp::default()
+            },
+            group.clone(),
+        );
+        let both = [key("both"), key("left")];
+        assert_eq!(p1.try_complete_else_watch(left.clone(), both), Ok(false));
+        assert_eq!(
+            p1.try_complete_else_watch(blocker.clone(), [key("both")]),
+            Ok(false)
+        );
+        thread::scope(|s| {
+            // Held here, so the canceller, having cancelled `left` (first
+            // in the list), waits for it before `blocker`. Dropped on a
+            // failed assertion too, before the scope joins the canceller.
+            let held = group.lock();
+            let canceller = s.spawn(|| p1.cancel_for_key(&key("both")));
+            let since = std::time::Instant::now();
+            while left.outcome() != Some(Outcome::Cancelled) {
+                assert!(since.elapsed() < PATIENCE, "never cancelled");
+                thread::yield_now();
+            }
+            let new = [key("new")];
+            assert_eq!(target.try_complete_else_watch(left.clone(), new), Ok(false));
+            left.set_completable();
+            let tries = left.tries.load(Ordering::SeqCst);
+            assert_eq!(
+                p1.check_and_complete(&key("left")),
+                0,
+                "found where it left"
+            );
+            assert_eq!(left.tries.load(Ordering::SeqCst), tries, "not even tried");
+            assert!(p1.cancel_for_key(&key("left")).is_empty());
+            assert_eq!(left.outcome(), None, "the new stay goes on");
+            assert_eq!(target.check_and_complete(&key("new")), 1);
+            drop(held);
+            assert_eq!(canceller.join().unwrap().len(), 2);
+        });
+        assert_eq!(left.completions(), 1);
+        assert_eq!(target.stats().completed, 1);
+        assert_eq!((p1.watched(), p1.delayed(), p1.watched_keys()), (0, 0, 0));
+    }
+}
+
 /// Waiters of an operation dropped outside a stay (its watch refused, or
 /// never watched) are told it ended: `Cancelled`, no callback ran. Those of
 /// an operation still held keep waiting, since it may yet be watched.
