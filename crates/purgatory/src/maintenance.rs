@@ -178,7 +178,9 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
         self.index.drain(&mut ops);
         let mut pending = Vec::new();
         let mut released = Vec::new();
-        for op in ops {
+        // Whatever stay each was found in, only one still claimed here is
+        // handled: one cancelled meanwhile may be watched elsewhere.
+        for (op, _) in ops {
             let token = {
                 let _guard = op.lock();
                 if !op.is_completed() && op.is_claimed_by(self.home.addr()) {

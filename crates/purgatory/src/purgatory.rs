@@ -290,7 +290,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
             // reentrant: they may complete it on this thread
             // (`force_complete`, or `check_and_complete` on a key already
             // joined), handled below.
-            let claimed = shared.state.claim();
+            let claimed = shared.claim();
             debug_assert!(claimed, "neither watched nor completed, lock held");
             let members = Members::with_capacity(keys_hint, spare);
             let (members, refused) = self.watch_all(shared, keys, first, members);
@@ -462,8 +462,8 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
         let mut released = StackBuf::<_, RELEASED_INLINE>::new();
         loop {
             cursor = self.index.scan(key, cursor, CHECK_CHUNK, &mut batch);
-            for op in batch.iter() {
-                let (done, token) = op.check(name);
+            for (op, stay) in batch.iter() {
+                let (done, token) = op.check(name, *stay);
                 completed += usize::from(done);
                 released.extend(token);
             }
@@ -534,13 +534,18 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
         }
         let mut cancelled = Vec::with_capacity(ops.len());
         let mut released = Vec::new();
-        for op in ops {
+        for (op, stay) in ops {
             // An operation watched twice on the key appears twice; the first
             // visit cancels it. One completing concurrently is left to its
-            // completer.
+            // completer, and one cancelled meanwhile and watched again (under
+            // other keys) to its new stay.
             let token = {
                 let _guard = op.lock();
-                op.cancel(self.home.addr())
+                if op.stay() == stay {
+                    op.cancel(self.home.addr())
+                } else {
+                    None
+                }
             };
             match token {
                 Some(token) => {

@@ -269,6 +269,159 @@ fn an_operation_watched_again_mid_cancel_is_not_found_through_keys_it_left() {
     }
 }
 
+/// Completes when its flag is set.
+struct Flag(Arc<std::sync::atomic::AtomicBool>);
+
+impl DelayedOperation for Flag {
+    fn timeout(&self) -> Duration {
+        Duration::from_secs(1)
+    }
+    fn try_complete(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+    fn on_complete(&self) {}
+}
+
+/// Once open, each try says it has begun and waits to be let go.
+#[derive(Default)]
+struct GateState {
+    open: std::sync::atomic::AtomicBool,
+    begun: Mutex<Option<std::sync::mpsc::Sender<()>>>,
+    go: Mutex<Option<std::sync::mpsc::Receiver<()>>>,
+}
+
+struct Gate(Arc<GateState>);
+
+impl DelayedOperation for Gate {
+    fn timeout(&self) -> Duration {
+        Duration::from_secs(1)
+    }
+    fn try_complete(&self) -> bool {
+        if self.0.open.load(Ordering::SeqCst) {
+            let _ = self.0.begun.lock().unwrap().as_ref().unwrap().send(());
+            let go = self.0.go.lock().unwrap();
+            let _ = go.as_ref().unwrap().recv_timeout(PATIENCE);
+        }
+        false
+    }
+    fn on_complete(&self) {}
+}
+
+/// A check copies a chunk of its key's list and tries the copies; an
+/// operation among them that is cancelled and watched again (here or in
+/// another purgatory, under other keys) before its turn is not tried for
+/// the new stay: the check found it under a key the new stay is not
+/// watched under.
+#[test]
+fn a_check_does_not_try_a_stay_begun_after_it_copied_the_list() {
+    type Any = Box<dyn DelayedOperation>;
+    for elsewhere in [false, true] {
+        let clock = ManualClock::new();
+        let build = |name: &str| {
+            Purgatory::builder(name)
+                .clock(clock.clone())
+                .reaper(false)
+                .build::<Key, Any>()
+                .unwrap()
+        };
+        let (p1, p2) = (build("checked"), build("elsewhere"));
+        let target = if elsewhere { &p2 } else { &p1 };
+        let (begun_tx, begun) = std::sync::mpsc::channel();
+        let (go, go_rx) = std::sync::mpsc::channel();
+        let state = Arc::new(GateState::default());
+        *state.begun.lock().unwrap() = Some(begun_tx);
+        *state.go.lock().unwrap() = Some(go_rx);
+        let gate = Operation::new(Box::new(Gate(state.clone())) as Any);
+        let ready = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let moved = Operation::new(Box::new(Flag(ready.clone())) as Any);
+        assert_eq!(
+            p1.try_complete_else_watch(gate.clone(), [key("k")]),
+            Ok(false)
+        );
+        assert_eq!(
+            p1.try_complete_else_watch(moved.clone(), [key("k")]),
+            Ok(false)
+        );
+        state.open.store(true, Ordering::SeqCst);
+        thread::scope(|s| {
+            let checker = s.spawn(|| p1.check_and_complete(&key("k")));
+            begun
+                .recv_timeout(PATIENCE)
+                .expect("the check tries the gate");
+            // The check holds a copy of `moved`, to try after the gate.
+            assert!(p1.cancel(&moved));
+            assert_eq!(
+                target.try_complete_else_watch(moved.clone(), [key("new")]),
+                Ok(false)
+            );
+            ready.store(true, Ordering::SeqCst);
+            go.send(()).unwrap();
+            assert_eq!(
+                checker.join().unwrap(),
+                0,
+                "completed through a key it left"
+            );
+        });
+        assert_eq!(moved.outcome(), None, "the new stay goes on");
+        assert_eq!(target.check_and_complete(&key("new")), 1);
+        assert_eq!(target.stats().completed, 1);
+        assert_eq!(p1.cancel_for_key(&key("k")).len(), 1, "the gate");
+    }
+}
+
+/// `cancel_for_key` takes its key's list out and then cancels each
+/// operation under its lock; one cancelled and watched again (under other
+/// keys) before its turn keeps its new stay.
+#[test]
+fn cancel_for_key_leaves_a_stay_begun_after_it_took_the_list() {
+    let (p, _clock) = manual();
+    let group = new_operation_lock();
+    let blocker = Operation::with_lock(
+        MockOp {
+            timeout: Duration::from_secs(1),
+            lock: Some(group.clone()),
+            ..MockOp::default()
+        },
+        group.clone(),
+    );
+    let moved = op(1_000);
+    assert_eq!(
+        p.try_complete_else_watch(blocker.clone(), [key("k")]),
+        Ok(false)
+    );
+    assert_eq!(
+        p.try_complete_else_watch(moved.clone(), [key("k")]),
+        Ok(false)
+    );
+    thread::scope(|s| {
+        // The canceller waits for this lock at the blocker, first in the
+        // list, holding its copy of `moved`.
+        let held = group.lock();
+        let canceller = s.spawn(|| p.cancel_for_key(&key("k")));
+        let since = std::time::Instant::now();
+        while p.watched_on(&key("k")) > 0 {
+            assert!(since.elapsed() < PATIENCE, "the list never taken");
+            thread::yield_now();
+        }
+        assert!(p.cancel(&moved));
+        assert_eq!(
+            p.try_complete_else_watch(moved.clone(), [key("new")]),
+            Ok(false)
+        );
+        drop(held);
+        let cancelled = canceller.join().unwrap();
+        assert_eq!(cancelled.len(), 1, "the blocker only");
+        assert!(Operation::ptr_eq(&cancelled[0], &blocker));
+    });
+    assert!(
+        moved.is_watched() && moved.outcome().is_none(),
+        "the new stay goes on"
+    );
+    moved.set_completable();
+    assert_eq!(p.check_and_complete(&key("new")), 1);
+    assert_eq!(p.stats().cancelled, 2, "the blocker and the first stay");
+}
+
 /// Waiters of an operation dropped outside a stay (its watch refused, or
 /// never watched) are told it ended: `Cancelled`, no callback ran. Those of
 /// an operation still held keep waiting, since it may yet be watched.

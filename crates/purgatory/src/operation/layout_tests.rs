@@ -52,7 +52,7 @@ fn the_owner_holds_one_strong_reference_per_claim() {
     let weak = Arc::downgrade(&op.0);
     let owner: OwnerRef<Op24> = Arc::new(Arc::new(NoOwner));
     for _ in 0..2 {
-        assert!(op.0.state.claim());
+        assert!(op.0.claim());
         op.0.attach(owner.clone(), Members::new());
         assert_eq!(Arc::strong_count(&op.0), 2);
         let _waiting = op.completion();

@@ -195,11 +195,14 @@ pub(crate) struct Shared<Op: DelayedOperation> {
     links_lock: RawLock,
     /// Which lock `lock` holds; never changes.
     lock_kind: LockKind,
-    /// Bumped each time the operation is claimed, so that an expiry task
-    /// armed for an earlier claim (cancelled, then watched again) does
-    /// nothing. Part of the links in all but storage: written only with the
-    /// operation lock and the links' lock held, read under the links' lock
-    /// (so `Relaxed` suffices: the lock orders it).
+    /// Bumped each time the operation is claimed, before it joins any
+    /// list: it names the stay, so that an expiry task armed for an earlier
+    /// one (cancelled, then watched again) does nothing, nor does a check or
+    /// `cancel_for_key` that found the operation in a list of an earlier
+    /// one. Part of the links in all but storage: written only with the
+    /// operation lock and the links' lock held, read under either (so
+    /// `Relaxed` suffices: the lock orders it), or where a list shows a
+    /// slot of the stay (see [`stay`](Self::stay)).
     epoch: AtomicU32,
     lock: LockWord,
     op: Op,
@@ -277,6 +280,30 @@ impl<Op: DelayedOperation> Shared<Op> {
         self.state.is_pending()
     }
 
+    /// Marks the operation watched for a new stay and bumps its epoch
+    /// (see [`OpState::claim`]). Returns false, changing nothing, if it is
+    /// completed or already watched. Lock held.
+    pub(crate) fn claim(&self) -> bool {
+        if !self.state.claim() {
+            return false;
+        }
+        let links = self.links();
+        self.epoch
+            .store(self.epoch(&links).wrapping_add(1), Ordering::Relaxed);
+        true
+    }
+
+    /// The epoch of the operation's stay, read without the links' lock
+    /// where it cannot change: with the operation lock held (a claim takes
+    /// it), or under the lock of a watch-list shard showing a slot of the
+    /// operation. A stay puts its slots in after its claim, under that
+    /// lock, and a cancelled one frees them before its lock is released,
+    /// under that lock too (see `crate::retire`), so a slot seen there is
+    /// of the current stay, or of a completed one, never claimed again.
+    pub(crate) fn stay(&self) -> u32 {
+        self.epoch.load(Ordering::Relaxed)
+    }
+
     /// Whether the operation is currently claimed by `owner` (compared by
     /// address). Lock held.
     pub(crate) fn is_claimed_by(&self, owner: *const ()) -> bool {
@@ -288,17 +315,16 @@ impl<Op: DelayedOperation> Shared<Op> {
                 .is_some_and(|o| std::ptr::addr_eq(Arc::as_ptr(&**o), owner))
     }
 
-    /// Ties the operation, already marked watched ([`OpState::claim`],
-    /// before it joined any list), to `owner` with its watch-list
-    /// memberships, and takes the purgatory's strong reference. Lock held.
-    /// Returns the claim's epoch.
+    /// Ties the operation, already claimed ([`claim`](Self::claim), before
+    /// it joined any list), to `owner` with its watch-list memberships, and
+    /// takes the purgatory's strong reference. Lock held. Returns the
+    /// claim's epoch.
     pub(crate) fn attach(self: &Arc<Self>, owner: OwnerRef<Op>, members: Members) -> u32 {
         let mut links = self.links();
         debug_assert!(links.owner.is_none() && links.members.is_empty());
         debug_assert!(self.is_watched() && !self.is_completed());
         links.owner = Some(owner);
-        let epoch = self.epoch(&links).wrapping_add(1);
-        self.epoch.store(epoch, Ordering::Relaxed);
+        let epoch = self.epoch(&links);
         let (placed, more) = members.split();
         links.members = placed;
         if more.capacity() > 0 {

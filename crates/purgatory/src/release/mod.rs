@@ -238,15 +238,21 @@ impl<Op: DelayedOperation> Shared<Op> {
         guarded(purgatory, "try_complete", || self.op().try_complete()).unwrap_or(false)
     }
 
-    /// The `check_and_complete` step for one operation: lock, and if it is
-    /// still watched and not completed, try it and complete it if it can.
-    /// Returns whether `try_complete` said yes, and what to let go of.
-    pub(crate) fn check(self: &Arc<Self>, purgatory: &str) -> (bool, Option<Released<Op>>) {
+    /// The `check_and_complete` step for one operation found in a list of
+    /// its stay `epoch`: lock, and if that stay goes on (still watched, not
+    /// completed, not cancelled and watched again), try it and complete it
+    /// if it can. Returns whether `try_complete` said yes, and what to let
+    /// go of.
+    pub(crate) fn check(
+        self: &Arc<Self>,
+        purgatory: &str,
+        epoch: u32,
+    ) -> (bool, Option<Released<Op>>) {
         if !self.is_pending() {
             return (false, None);
         }
         let _guard = self.lock();
-        if !self.is_pending() {
+        if !self.is_pending() || self.stay() != epoch {
             return (false, None);
         }
         // Counted when `try_complete` says yes, or completed the operation
@@ -300,7 +306,7 @@ pub(crate) struct ExpiryTask<Op: DelayedOperation> {
     _holds: PhantomData<Weak<Shared<Op>>>,
 }
 
-/// The epoch of an operation's first stay (`Shared::attach` counts from 0).
+/// The epoch of an operation's first stay (`Shared::claim` counts from 0).
 const FIRST_STAY: u32 = 1;
 
 /// Set in an [`ExpiryTask`]'s word when it points to an [`Again`].
@@ -432,8 +438,7 @@ mod loom_models {
     /// Claims `op` for `owner` under its lock, as a watch does; its epoch.
     fn watch(op: &Operation<Idle>, owner: &OwnerRef<Idle>) -> Option<u32> {
         let _guard = op.lock();
-        op.0.state
-            .claim()
+        op.0.claim()
             .then(|| op.0.attach(owner.clone(), Members::new()))
     }
 

@@ -23,7 +23,7 @@ fn an_expiry_task_is_one_word_and_acts_only_in_its_own_stay() {
     let owner_addr = Arc::as_ptr(&*owner).cast::<()>();
     let mut stale = Vec::new();
     for stay in 1..=3 {
-        assert!(op.0.state.claim());
+        assert!(op.0.claim());
         assert_eq!(op.0.attach(owner.clone(), Members::new()), stay);
         let task = ExpiryTask::new(&op.0, stay);
         for old in stale.drain(..) {

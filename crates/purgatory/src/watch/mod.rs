@@ -50,6 +50,7 @@ mod table;
 mod tests;
 mod unwatch;
 
+pub(crate) use slab::Found;
 use slab::Slab;
 use table::KeyTable;
 
@@ -61,7 +62,7 @@ use table::KeyTable;
 /// `Eq` runs with a watch-list shard's lock held, and the `Drop` of a key
 /// the purgatory lets go of runs where its emptied list is freed (inside
 /// purgatory calls, holding a lock of the retired batch, or the lock of the
-/// operation being watched): neither, nor `Hash`, may block or call back
+/// operation being watched or cancelled): neither, nor `Hash`, may block or call back
 /// into the purgatory. A panic in `Hash` or `Eq` reaches
 /// the caller; one in `Drop` is logged.
 pub trait WatchKey: Eq + Hash + Clone + Send + Sync + std::fmt::Debug + 'static {}
@@ -442,7 +443,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: BuildHasher> WatchIndex<K, Op, S> {
         key: &K,
         cursor: Option<Cursor>,
         max: usize,
-        out: &mut StackBuf<Arc<Shared<Op>>, N>,
+        out: &mut StackBuf<Found<Op>, N>,
     ) -> Option<Cursor> {
         let (shard_ix, hash) = match &cursor {
             Some(c) => (c.shard, 0),
@@ -495,7 +496,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: BuildHasher> WatchIndex<K, Op, S> {
             for (j, slot) in window.iter().enumerate() {
                 if let Some(op) = slot {
                     if live & (1 << j) != 0 {
-                        out.extend(op.upgrade());
+                        out.extend(slab::found(op));
                     }
                 }
             }
@@ -515,7 +516,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: BuildHasher> WatchIndex<K, Op, S> {
 
     /// Takes `key`'s list out of the index and copies its entries. Returns
     /// whether the key had a list.
-    pub(crate) fn remove(&self, key: &K, out: &mut Vec<Arc<Shared<Op>>>) -> bool {
+    pub(crate) fn remove(&self, key: &K, out: &mut Vec<Found<Op>>) -> bool {
         let at = self.locate(key);
         let mut shard = self.shards[at.shard].lock();
         let Some(id) = shard.find(at.hash, key) else {
@@ -529,7 +530,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: BuildHasher> WatchIndex<K, Op, S> {
 
     /// Takes every list out of the index and copies all their entries (an
     /// operation watched on several keys appears several times).
-    pub(crate) fn drain(&self, out: &mut Vec<Arc<Shared<Op>>>) {
+    pub(crate) fn drain(&self, out: &mut Vec<Found<Op>>) {
         for shard in self.shards.iter() {
             let mut shard = shard.lock();
             let ids = shard.table.drain();

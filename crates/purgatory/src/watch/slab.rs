@@ -17,6 +17,19 @@ use std::sync::{Arc, Weak};
 
 use crate::operation::{DelayedOperation, Shared};
 
+/// An operation copied out of a list, with the epoch of the stay the slot
+/// it was found in belongs to ([`Shared::stay`], read under the shard
+/// lock): what it is done with is for that stay only.
+pub(crate) type Found<Op> = (Arc<Shared<Op>>, u32);
+
+/// The operation in `slot`, if anyone still holds it, with its stay. Shard
+/// lock held.
+pub(super) fn found<Op: DelayedOperation>(slot: &Weak<Shared<Op>>) -> Option<Found<Op>> {
+    let op = slot.upgrade()?;
+    let stay = op.stay();
+    Some((op, stay))
+}
+
 /// Weak: the purgatory's strong reference is the operation's own (see the
 /// `release` module). `None`: vacant.
 pub(super) type Slot<Op> = Option<Weak<Shared<Op>>>;
@@ -168,10 +181,11 @@ impl<Op: DelayedOperation> Slab<Op> {
     }
 
     /// Copies every entry still alive (those whose operation nobody holds
-    /// any more have left and are skipped).
-    pub(super) fn copy_all(&self, out: &mut Vec<Arc<Shared<Op>>>) {
+    /// any more have left and are skipped), each with its stay (see
+    /// [`Found`]). Shard lock held.
+    pub(super) fn copy_all(&self, out: &mut Vec<Found<Op>>) {
         out.reserve(self.live());
         let slots = self.head.iter().chain(&self.tail);
-        out.extend(slots.flatten().filter_map(Weak::upgrade));
+        out.extend(slots.flatten().filter_map(found));
     }
 }
