@@ -20,13 +20,24 @@ pub fn panic_message(panic: &(dyn Any + Send)) -> &str {
     }
 }
 
-/// Drops a caught panic's payload. If its `Drop` panics, that second
-/// payload is leaked rather than dropped: dropping it could panic again,
-/// and a leak of a payload that misbehaves is the bounded outcome.
+/// How many payloads in a row [`discard_panic`] drops, each left by the
+/// `Drop` of the one before, before it leaks the next.
+const DROPS_IN_A_ROW: usize = 4;
+
+/// Drops a caught panic's payload. If its `Drop` panics, the payload of
+/// that panic is dropped in turn (usually a message, whose drop cannot
+/// panic), and so on; only a chain of more than [`DROPS_IN_A_ROW`]
+/// payloads, each panicking as it is dropped, is cut by leaking the next,
+/// so that discarding always ends.
 pub fn discard_panic(payload: Box<dyn Any + Send>) {
-    if let Err(again) = catch_unwind(AssertUnwindSafe(move || drop(payload))) {
-        std::mem::forget(again);
+    let mut payload = payload;
+    for _ in 0..DROPS_IN_A_ROW {
+        match catch_unwind(AssertUnwindSafe(move || drop(payload))) {
+            Ok(()) => return,
+            Err(again) => payload = again,
+        }
     }
+    std::mem::forget(payload);
 }
 
 #[cfg(test)]
@@ -39,6 +50,47 @@ mod tests {
         fn drop(&mut self) {
             panic!("payload dropped");
         }
+    }
+
+    /// Counts its drops.
+    struct Counted(&'static std::sync::atomic::AtomicUsize);
+
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    /// Panics, as it is dropped, with a payload that counts its drop.
+    struct PanicsWithCounted(&'static std::sync::atomic::AtomicUsize);
+
+    impl Drop for PanicsWithCounted {
+        fn drop(&mut self) {
+            std::panic::panic_any(Counted(self.0));
+        }
+    }
+
+    /// Panics, as it is dropped, with another of itself: for ever.
+    struct PanicsForEver;
+
+    impl Drop for PanicsForEver {
+        fn drop(&mut self) {
+            std::panic::panic_any(PanicsForEver);
+        }
+    }
+
+    #[test]
+    fn the_payload_a_payloads_drop_panics_with_is_dropped_too() {
+        static DROPS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let caught = catch_unwind(|| std::panic::panic_any(PanicsWithCounted(&DROPS))).unwrap_err();
+        discard_panic(caught);
+        assert_eq!(
+            DROPS.load(std::sync::atomic::Ordering::SeqCst),
+            1,
+            "not leaked"
+        );
+        // A chain that never ends is cut.
+        discard_panic(Box::new(PanicsForEver));
     }
 
     #[test]
