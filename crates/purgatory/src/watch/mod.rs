@@ -44,6 +44,8 @@ use crate::release::drop_logged;
 use crate::stackbuf::StackBuf;
 use crate::sync::{lock_spinning, AtomicUsize, Mutex, Ordering};
 
+#[cfg(all(test, loom))]
+mod loom_models;
 mod slab;
 mod table;
 #[cfg(test)]

@@ -1,0 +1,127 @@
+//! The stay a list shows, under loom: a check copies an operation out of a
+//! list with the epoch read there, under the shard lock, and acts under the
+//! operation lock only if that stay goes on. A cancel frees the stay's
+//! slots under the operation lock, so a new stay (claimed under that lock)
+//! is never completed through a slot of the one before. Run with
+//! `RUSTFLAGS="--cfg loom" cargo test -p purgatory --release --lib loom_models`.
+
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use crate::members::Members;
+use crate::operation::{DelayedOperation, NoOwner, Operation, OwnerRef, Shared};
+use crate::outcome::Outcome;
+use crate::sync::Mutex;
+
+/// Completes whenever it is tried.
+struct Ready;
+
+impl DelayedOperation for Ready {
+    fn timeout(&self) -> Duration {
+        Duration::MAX
+    }
+    fn try_complete(&self) -> bool {
+        true
+    }
+    fn on_complete(&self) {}
+}
+
+/// One key's list, of one slot.
+type List = Mutex<Option<Weak<Shared<Ready>>>>;
+
+/// Claims `op` under its lock, joins `list` (if any) and attaches it, in a
+/// watch's order; its epoch.
+fn watch(op: &Operation<Ready>, owner: &OwnerRef<Ready>, list: Option<&List>) -> Option<u32> {
+    let _guard = op.lock();
+    if !op.0.claim() {
+        return None;
+    }
+    if let Some(list) = list {
+        *list.lock() = Some(Arc::downgrade(&op.0));
+    }
+    Some(op.0.attach(owner.clone(), Members::new()))
+}
+
+/// Cancels `op` and frees its slot in `list`, under its lock, as a cancel
+/// frees its retired batch; whether it was cancelled.
+fn cancel(op: &Operation<Ready>, owner: &OwnerRef<Ready>, list: &List) -> bool {
+    let released = {
+        let _guard = op.lock();
+        let released = op.0.cancel(Arc::as_ptr(&**owner).cast());
+        if released.is_some() {
+            *list.lock() = None;
+        }
+        released
+    };
+    released.is_some()
+}
+
+/// A check of the list races a cancel and a new stay under another key:
+/// it completes the first stay (and the cancel finds it completed), or
+/// nothing, leaving the new stay on.
+#[test]
+fn a_check_completes_only_the_stay_whose_slot_it_found() {
+    loom::model(|| {
+        let op = Operation::new(Ready);
+        let owner: OwnerRef<Ready> = Arc::new(Arc::new(NoOwner));
+        let list = Arc::new(List::new(None));
+        watch(&op, &owner, Some(&list)).expect("watched");
+        let checker = loom::thread::spawn({
+            let list = list.clone();
+            move || {
+                // As `watch::slab::found` reads it, under the list's lock.
+                let found = list.lock().as_ref().and_then(Weak::upgrade).map(|op| {
+                    let stay = op.stay();
+                    (op, stay)
+                });
+                found.is_some_and(|(op, stay)| op.check("model", stay).0)
+            }
+        });
+        let cancelled = cancel(&op, &owner, &list);
+        let again = cancelled.then(|| watch(&op, &owner, None));
+        let completed = checker.join().unwrap();
+        if cancelled {
+            assert!(again.flatten().is_some(), "watched again");
+            assert!(!completed, "the new stay completed through the old slot");
+            assert!(op.is_watched() && op.outcome().is_none());
+            assert!(cancel(&op, &owner, &list));
+        } else {
+            assert!(completed, "only a completion stops the cancel");
+            assert_eq!(op.outcome(), Some(Outcome::Completed));
+        }
+    });
+}
+
+/// A check racing the watch itself: once it finds the slot, it completes
+/// the stay (nothing else ends it), whatever it read as the stay: the epoch
+/// is bumped at the claim, before the operation joins any list.
+#[test]
+fn a_check_finding_a_slot_as_it_is_filled_completes_that_stay() {
+    loom::model(|| {
+        let op = Operation::new(Ready);
+        let owner: OwnerRef<Ready> = Arc::new(Arc::new(NoOwner));
+        let list = Arc::new(List::new(None));
+        let checker = loom::thread::spawn({
+            let list = list.clone();
+            move || {
+                let found = list.lock().as_ref().and_then(Weak::upgrade).map(|op| {
+                    let stay = op.stay();
+                    (op, stay)
+                });
+                found.map(|(op, stay)| op.check("model", stay).0)
+            }
+        });
+        let epoch = watch(&op, &owner, Some(&list)).expect("watched");
+        match checker.join().unwrap() {
+            Some(completed) => {
+                assert!(completed, "found, yet not tried");
+                assert_eq!(op.outcome(), Some(Outcome::Completed));
+            }
+            None => {
+                assert!(op.is_watched() && op.outcome().is_none());
+                assert!(cancel(&op, &owner, &list));
+            }
+        }
+        assert_eq!(epoch, 1);
+    });
+}
