@@ -105,7 +105,8 @@ impl<S> PurgatoryBuilder<S> {
     }
 
     /// The number of the timer's independently locked wheels, 1 to 64
-    /// (default: the number of CPUs the process may use). Each watch arms
+    /// (default: the number of CPUs the process may use, at most 64). Each
+    /// watch arms
     /// its timeout in one of them, chosen by the watching thread, so
     /// threads watching at once contend only when they share one; each
     /// costs a lock, a wheel and its buckets. [`build`](Self::build) refuses

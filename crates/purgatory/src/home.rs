@@ -206,8 +206,11 @@ impl<Op: DelayedOperation> Owner<Op> for Home<Op> {
                 members,
                 timer,
             };
-            let now = outcome == Outcome::Cancelled;
-            self.retired.push(retired, now, &*self.index, &self.timer);
+            if outcome == Outcome::Cancelled {
+                RetireQueue::free_now(retired, &*self.index, &self.timer);
+            } else {
+                self.retired.push(retired, &*self.index, &self.timer);
+            }
         }
     }
 }

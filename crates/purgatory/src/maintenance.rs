@@ -84,9 +84,10 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
     ///   batches of 64 per thread stripe (two stripes per CPU): one lock
     ///   hold per shard and 16 slots instead of one per key and operation.
     ///   At most 63 per stripe wait.
-    ///   [`check_and_complete`](Self::check_and_complete),
-    ///   [`cancel`](Self::cancel) and [`cancel_for_key`](Self::cancel_for_key)
-    ///   free what their own thread released before returning.
+    ///   [`check_and_complete`](Self::check_and_complete) frees what its
+    ///   own thread released before returning. A cancelled operation's
+    ///   ([`cancel`](Self::cancel), [`cancel_for_key`](Self::cancel_for_key))
+    ///   are freed as it is cancelled, since it may be watched again at once.
     /// * Its memory is then returned by the threads that watch new
     ///   operations, two per
     ///   [`try_complete_else_watch`](Self::try_complete_else_watch), so that

@@ -34,14 +34,14 @@
 //!   So once [`RetireQueue::free_own`] has its stripe's lock, whatever the
 //!   calling thread retired earlier is free: still in the batch, which it
 //!   frees, or freed by a thread sharing the stripe, which it waited for.
-//! * A cancelled operation's batch is freed as it retires, under the
-//!   operation's lock. A cancelled operation may be watched again (here or
+//! * A cancelled operation is not batched: its slots and timer entry are
+//!   freed as it leaves, under its lock. It may be watched again (here or
 //!   in another purgatory) as soon as that lock is released: its outcome
 //!   says so already, and the canceller may still be cancelling others.
 //!   The watch takes the lock first, so by then the old slots are gone, and
 //!   no check or `cancel_for_key` of a key it left finds it through them.
 //!   (A completed or expired operation is never watched again, so its
-//!   slots may wait for the batch.)
+//!   slots may wait for a batch.)
 //! * Lock order: a stripe's lock is taken only by these methods, called
 //!   with no watch-list or timer lock held (an operation's lock may be:
 //!   an operation retires as it leaves); under it they take the
@@ -163,12 +163,10 @@ impl<Op: DelayedOperation> RetireQueue<Op> {
     }
 
     /// Appends `retired` to this thread's stripe, freeing the stripe's batch
-    /// if it is full, or at once if `now` (a cancelled operation: see the
-    /// module invariants).
+    /// if it is full.
     pub(crate) fn push<T: TimerTask>(
         &self,
         retired: Retired<Op>,
-        now: bool,
         index: &dyn Unwatch<Op>,
         timer: &Timer<T>,
     ) {
@@ -178,9 +176,23 @@ impl<Op: DelayedOperation> RetireQueue<Op> {
             stripe.batch.reserve_exact(RETIRE_BATCH);
         }
         stripe.batch.push(retired);
-        if now || stripe.batch.len() == RETIRE_BATCH {
+        if stripe.batch.len() == RETIRE_BATCH {
             self.free_stripe(&mut stripe, index, timer);
         }
+    }
+
+    /// Frees `retired` at once, by itself: a cancelled operation, which may
+    /// be watched again as soon as its lock is released (see the module
+    /// invariants). Its memory is let go here too.
+    pub(crate) fn free_now<T: TimerTask>(
+        retired: Retired<Op>,
+        index: &dyn Unwatch<Op>,
+        timer: &Timer<T>,
+    ) {
+        if let Some(handle) = &retired.timer {
+            timer.cancel(handle);
+        }
+        index.unwatch_batch(std::slice::from_ref(&retired));
     }
 
     /// Frees what this thread's stripe holds: once it returns, every

@@ -205,6 +205,15 @@ fn a_cancelled_operation_watched_again_starts_a_new_stay() {
     assert_eq!(o.completions(), 1);
 }
 
+/// Yields until `done` holds, failing after [`PATIENCE`].
+fn wait_until(what: &str, done: impl Fn() -> bool) {
+    let since = std::time::Instant::now();
+    while !done() {
+        assert!(since.elapsed() < PATIENCE, "never {what}");
+        thread::yield_now();
+    }
+}
+
 /// An operation cancelled by `cancel_for_key` may be watched again by
 /// another thread while the call goes on with the rest of the key's list;
 /// the new stay, here or in another purgatory, is then not found through
@@ -222,14 +231,7 @@ fn an_operation_watched_again_mid_cancel_is_not_found_through_keys_it_left() {
         let target = if elsewhere { &p2 } else { &p1 };
         let left = op(1_000);
         let group = new_operation_lock();
-        let blocker = Operation::with_lock(
-            MockOp {
-                timeout: Duration::from_secs(1),
-                lock: Some(group.clone()),
-                ..MockOp::default()
-            },
-            group.clone(),
-        );
+        let blocker = op_under(&group, 1_000);
         let both = [key("both"), key("left")];
         assert_eq!(p1.try_complete_else_watch(left.clone(), both), Ok(false));
         assert_eq!(
@@ -242,11 +244,7 @@ fn an_operation_watched_again_mid_cancel_is_not_found_through_keys_it_left() {
             // failed assertion too, before the scope joins the canceller.
             let held = group.lock();
             let canceller = s.spawn(|| p1.cancel_for_key(&key("both")));
-            let since = std::time::Instant::now();
-            while left.outcome() != Some(Outcome::Cancelled) {
-                assert!(since.elapsed() < PATIENCE, "never cancelled");
-                thread::yield_now();
-            }
+            wait_until("cancelled", || left.outcome() == Some(Outcome::Cancelled));
             let new = [key("new")];
             assert_eq!(target.try_complete_else_watch(left.clone(), new), Ok(false));
             left.set_completable();
@@ -376,14 +374,7 @@ fn a_check_does_not_try_a_stay_begun_after_it_copied_the_list() {
 fn cancel_for_key_leaves_a_stay_begun_after_it_took_the_list() {
     let (p, _clock) = manual();
     let group = new_operation_lock();
-    let blocker = Operation::with_lock(
-        MockOp {
-            timeout: Duration::from_secs(1),
-            lock: Some(group.clone()),
-            ..MockOp::default()
-        },
-        group.clone(),
-    );
+    let blocker = op_under(&group, 1_000);
     let moved = op(1_000);
     assert_eq!(
         p.try_complete_else_watch(blocker.clone(), [key("k")]),
@@ -398,11 +389,7 @@ fn cancel_for_key_leaves_a_stay_begun_after_it_took_the_list() {
         // list, holding its copy of `moved`.
         let held = group.lock();
         let canceller = s.spawn(|| p.cancel_for_key(&key("k")));
-        let since = std::time::Instant::now();
-        while p.watched_on(&key("k")) > 0 {
-            assert!(since.elapsed() < PATIENCE, "the list never taken");
-            thread::yield_now();
-        }
+        wait_until("the list taken", || p.watched_on(&key("k")) == 0);
         assert!(p.cancel(&moved));
         assert_eq!(
             p.try_complete_else_watch(moved.clone(), [key("new")]),

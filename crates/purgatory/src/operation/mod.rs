@@ -166,8 +166,10 @@ pub(crate) trait Owner<Op: DelayedOperation>: Send + Sync {
 
     /// `op` has left with `outcome` (operation lock held): count it out
     /// (`members.len()` watch-list entries, and one armed timer if
-    /// `armed`), and free its slots and its timer entry `timer` (if any) in
-    /// a batch. Runs no user code.
+    /// `armed`), and free its slots and its timer entry `timer` (if any):
+    /// in a batch, or at once if it was cancelled (it may be watched again
+    /// once its lock is released). Runs no user code but the `Drop` of keys
+    /// whose lists empty.
     fn left(
         &self,
         op: &Arc<Shared<Op>>,
@@ -298,8 +300,10 @@ impl<Op: DelayedOperation> Shared<Op> {
     /// it), or under the lock of a watch-list shard showing a slot of the
     /// operation. A stay puts its slots in after its claim, under that
     /// lock, and a cancelled one frees them before its lock is released,
-    /// under that lock too (see `crate::retire`), so a slot seen there is
-    /// of the current stay, or of a completed one, never claimed again.
+    /// under that lock too (see the retire module), so a slot seen there is
+    /// of the current stay, or of a completed one, never claimed again. (A
+    /// claim undone before any list kept a slot, see `OpState::unclaim`, leaves its
+    /// epoch unused: epochs only need to differ.)
     pub(crate) fn stay(&self) -> u32 {
         self.epoch.load(Ordering::Relaxed)
     }

@@ -7,7 +7,9 @@
 //!    emptied (owner, timer handle, memberships, the purgatory's strong
 //!    reference, the waiters), and the owner counts the operation out and
 //!    queues its slots and timer entry to be freed in a batch (see
-//!    [`crate::retire`]; those hold it weakly, so only memory waits there).
+//!    [`crate::retire`]; those hold it weakly, so only memory waits there),
+//!    or, for a cancel, frees them at once: a cancelled operation may be
+//!    watched again as soon as the lock is released.
 //! 3. **Callbacks**, still under the lock, with no purgatory lock held:
 //!    `on_complete`, then `on_expiration` for an expiry; none for a cancel.
 //!    Then the operation is settled: its outcome shows, and waiters that

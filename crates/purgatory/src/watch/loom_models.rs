@@ -56,6 +56,17 @@ fn cancel(op: &Operation<Ready>, owner: &OwnerRef<Ready>, list: &List) -> bool {
     released.is_some()
 }
 
+/// A check of `list`: copies its operation with the stay read under the
+/// list's lock (as `watch::slab::found` does), then checks it. `None` if the
+/// list was empty, else whether the check completed it.
+fn check(list: &List) -> Option<bool> {
+    let found = list.lock().as_ref().and_then(Weak::upgrade).map(|op| {
+        let stay = op.stay();
+        (op, stay)
+    });
+    found.map(|(op, stay)| op.check("model", stay).0)
+}
+
 /// A check of the list races a cancel and a new stay under another key:
 /// it completes the first stay (and the cancel finds it completed), or
 /// nothing, leaving the new stay on.
@@ -68,14 +79,7 @@ fn a_check_completes_only_the_stay_whose_slot_it_found() {
         watch(&op, &owner, Some(&list)).expect("watched");
         let checker = loom::thread::spawn({
             let list = list.clone();
-            move || {
-                // As `watch::slab::found` reads it, under the list's lock.
-                let found = list.lock().as_ref().and_then(Weak::upgrade).map(|op| {
-                    let stay = op.stay();
-                    (op, stay)
-                });
-                found.is_some_and(|(op, stay)| op.check("model", stay).0)
-            }
+            move || check(&list).unwrap_or(false)
         });
         let cancelled = cancel(&op, &owner, &list);
         let again = cancelled.then(|| watch(&op, &owner, None));
@@ -103,13 +107,7 @@ fn a_check_finding_a_slot_as_it_is_filled_completes_that_stay() {
         let list = Arc::new(List::new(None));
         let checker = loom::thread::spawn({
             let list = list.clone();
-            move || {
-                let found = list.lock().as_ref().and_then(Weak::upgrade).map(|op| {
-                    let stay = op.stay();
-                    (op, stay)
-                });
-                found.map(|(op, stay)| op.check("model", stay).0)
-            }
+            move || check(&list)
         });
         let epoch = watch(&op, &owner, Some(&list)).expect("watched");
         match checker.join().unwrap() {

@@ -63,8 +63,8 @@ use table::KeyTable;
 ///
 /// `Eq` runs with a watch-list shard's lock held, and the `Drop` of a key
 /// the purgatory lets go of runs where its emptied list is freed (inside
-/// purgatory calls, holding a lock of the retired batch, or the lock of the
-/// operation being watched or cancelled): neither, nor `Hash`, may block or call back
+/// purgatory calls, holding a lock of the retired batch or the lock of an
+/// operation being watched or leaving): neither, nor `Hash`, may block or call back
 /// into the purgatory. A panic in `Hash` or `Eq` reaches
 /// the caller; one in `Drop` is logged.
 pub trait WatchKey: Eq + Hash + Clone + Send + Sync + std::fmt::Debug + 'static {}

@@ -159,14 +159,19 @@ pub fn op(timeout_ms: u64) -> Operation<MockOp> {
 
 /// A mock operation whose lock is supplied, so callbacks check it is held.
 pub fn locked_op(timeout_ms: u64) -> Operation<MockOp> {
-    let lock = new_operation_lock();
+    op_under(&new_operation_lock(), timeout_ms)
+}
+
+/// A mock operation under `lock` (which others may share, or a test hold),
+/// its callbacks checking it is held.
+pub fn op_under(lock: &OperationLock, timeout_ms: u64) -> Operation<MockOp> {
     Operation::with_lock(
         MockOp {
             timeout: Duration::from_millis(timeout_ms),
             lock: Some(lock.clone()),
             ..MockOp::default()
         },
-        lock,
+        lock.clone(),
     )
 }
 
