@@ -106,11 +106,11 @@ impl<S> PurgatoryBuilder<S> {
 
     /// The number of the timer's independently locked wheels, 1 to 64
     /// (default: the number of CPUs the process may use, at most 64). Each
-    /// watch arms
-    /// its timeout in one of them, chosen by the watching thread, so
-    /// threads watching at once contend only when they share one; each
-    /// costs a lock, a wheel and its buckets. [`build`](Self::build) refuses
-    /// a count out of range with [`PurgatoryError::Config`](crate::PurgatoryError::Config).
+    /// watch arms its timeout in one of them, chosen by the watching
+    /// thread, so threads watching at once contend only when they share
+    /// one; each costs a lock, a wheel and its buckets.
+    /// [`build`](Self::build) refuses a count out of range with
+    /// [`PurgatoryError::Config`](crate::PurgatoryError::Config).
     pub fn timer_shards(mut self, shards: usize) -> Self {
         self.timer = self.timer.shards(shards);
         self

@@ -86,8 +86,9 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
     ///   At most 63 per stripe wait.
     ///   [`check_and_complete`](Self::check_and_complete) frees what its
     ///   own thread released before returning. A cancelled operation's
-    ///   ([`cancel`](Self::cancel), [`cancel_for_key`](Self::cancel_for_key))
-    ///   are freed as it is cancelled, since it may be watched again at once.
+    ///   slots and timer entry ([`cancel`](Self::cancel),
+    ///   [`cancel_for_key`](Self::cancel_for_key)) are freed as it is
+    ///   cancelled, since it may be watched again at once.
     /// * Its memory is then returned by the threads that watch new
     ///   operations, two per
     ///   [`try_complete_else_watch`](Self::try_complete_else_watch), so that

@@ -39,7 +39,7 @@ use crate::members::Members;
 use crate::operation::{DelayedOperation, Operation, OwnerRef, Shared};
 use crate::outcome::Outcome;
 use crate::release::{self, guarded, let_go, ExpiryTask, Released};
-use crate::retire::{Retired, Unwatch};
+use crate::retire::{RetireQueue, Retired, Unwatch};
 use crate::stackbuf::StackBuf;
 use crate::sync::Mutex;
 use crate::watch::{KeyHasher, Located, WatchIndex, WatchKey};
@@ -363,7 +363,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
             members,
             timer: None,
         };
-        self.index.unwatch_batch(std::slice::from_ref(&partial));
+        RetireQueue::free_now(partial, &*self.index, &self.home.timer);
     }
 
     /// Arms the timer of an operation claimed at `epoch`, outside its lock.

@@ -181,9 +181,10 @@ impl<Op: DelayedOperation> RetireQueue<Op> {
         }
     }
 
-    /// Frees `retired` at once, by itself: a cancelled operation, which may
-    /// be watched again as soon as its lock is released (see the module
-    /// invariants). Its memory is let go here too.
+    /// Frees `retired` at once, by itself, and lets go of it: a cancelled
+    /// operation, which may be watched again as soon as its lock is
+    /// released (see the module invariants), or the lists a failed watch
+    /// joined.
     pub(crate) fn free_now<T: TimerTask>(
         retired: Retired<Op>,
         index: &dyn Unwatch<Op>,

@@ -302,8 +302,8 @@ impl<Op: DelayedOperation> Shared<Op> {
     /// lock, and a cancelled one frees them before its lock is released,
     /// under that lock too (see the retire module), so a slot seen there is
     /// of the current stay, or of a completed one, never claimed again. (A
-    /// claim undone before any list kept a slot, see `OpState::unclaim`, leaves its
-    /// epoch unused: epochs only need to differ.)
+    /// claim undone before any list kept a slot, see `OpState::unclaim`,
+    /// leaves its epoch unused: epochs only need to differ.)
     pub(crate) fn stay(&self) -> u32 {
         self.epoch.load(Ordering::Relaxed)
     }
