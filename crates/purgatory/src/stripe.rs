@@ -197,7 +197,7 @@ mod tests {
 }
 
 /// `RUSTFLAGS="--cfg loom" cargo test -p purgatory --release --lib loom_models`.
-#[cfg(loom)]
+#[cfg(all(test, loom))]
 mod loom_models {
     use super::*;
     use crate::sync::AtomicBool;
