@@ -58,8 +58,11 @@
 //!   `try_complete` counts as "not complete", a panicking `on_complete`
 //!   still leaves the operation completed and unwatched. A key whose `Hash`
 //!   or `Eq` panics leaves no partial watch; that panic reaches the caller.
-//!   A key's `Drop` that panics when the purgatory lets go of the key is
-//!   logged.
+//!   A key's `Drop` that panics when the purgatory lets go of the key (or
+//!   of a key a refused or at once completed watch did not use) is logged.
+//!   A [`Clock`] that panics as a watch arms the operation's timeout is
+//!   logged too, and the operation expires at once, as with a panicking
+//!   `timeout`.
 //! * Watch lists are sharded: unrelated keys do not contend.
 //! * Shutdown handles pending operations by an explicit [`ShutdownPolicy`].
 //! * Bad configuration (a shard count of 0 or above

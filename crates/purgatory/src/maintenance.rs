@@ -240,7 +240,13 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Drop for Purgatory<K, Op, 
     /// Shuts down (see [`Purgatory::shutdown`]); the pending operations are
     /// handled by the policy and dropped.
     fn drop(&mut self) {
-        drop(self.shutdown());
+        // Through `let_go`, so that a panicking `Drop` of an operation is
+        // logged, as everywhere the purgatory lets go of one, rather than
+        // escaping here (or aborting a thread that is already unwinding).
+        for op in self.shutdown() {
+            let_go(op);
+        }
+        release::flush();
         // Operations released by other threads while `shutdown` ran (a
         // racing check or expiry) after its last purge.
         self.purge();

@@ -30,6 +30,7 @@ use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::Duration;
 
+use timer::internal::{discard_panic, panic_message};
 use timer::{ConfigError, Reaper, ShutdownError};
 
 use crate::builder::{PurgatoryBuilder, ShutdownPolicy};
@@ -250,12 +251,14 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
     ) -> Result<(bool, Option<Released<Op>>), (PurgatoryError, Option<Released<Op>>)> {
         let mut keys = keys.into_iter().peekable();
         let Some(first) = keys.peek() else {
+            drop_unused(keys);
             return Err((PurgatoryError::NoKeys, None));
         };
         // The first key's shard and table entry are one cache miss each at
         // scale: start them now, so they overlap the work before the join.
         let first = self.index.prefetch(first);
         if self.home.is_shut_down() {
+            drop_unused(keys);
             return Err((PurgatoryError::Shutdown, None));
         }
         // This thread's share of returning finished operations' memory, so
@@ -265,11 +268,15 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
         let spare = self.home.drop_unlinked(Members::room_for(keys_hint));
         let name = self.home.name.as_str();
         let (epoch, timeout) = {
-            let _guard = shared.lock();
+            let guard = shared.lock();
             if shared.is_completed() {
+                drop(guard);
+                drop_unused(keys);
                 return Err((PurgatoryError::AlreadyCompleted, None));
             }
             if shared.is_watched() {
+                drop(guard);
+                drop_unused(keys);
                 return Err((PurgatoryError::AlreadyWatched, None));
             }
             // A try may force its own completion (Kafka's habit): then it
@@ -279,6 +286,8 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
                 // it, so it is counted here, once, however it completed.
                 let released = shared.finish(Outcome::Completed);
                 self.home.count(Outcome::Completed);
+                drop(guard);
+                drop_unused(keys);
                 return Ok((true, released));
             }
             let timeout =
@@ -374,8 +383,24 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
         epoch: u32,
         timeout: Duration,
     ) -> Result<(bool, Option<Released<Op>>), (PurgatoryError, Option<Released<Op>>)> {
-        let task = ExpiryTask::new(shared, epoch);
-        match self.home.timer.add(timeout, task) {
+        let timer = &self.home.timer;
+        // A clock that panics here would leave the operation watched with
+        // no timeout: like a panicking `timeout`, it expires at once (a
+        // zero delay does not read the clock). Not `guarded`: no callback
+        // runs here, and a watch need not pay for marking one.
+        let added = catch_unwind(AssertUnwindSafe(|| {
+            timer.add(timeout, ExpiryTask::new(shared, epoch))
+        }))
+        .unwrap_or_else(|panic| {
+            let name = &self.home.name;
+            log::error!(
+                "purgatory {name}: the clock panicked arming a timeout, which expires at once: {}",
+                panic_message(&*panic)
+            );
+            discard_panic(panic);
+            timer.add(Duration::ZERO, ExpiryTask::new(shared, epoch))
+        });
+        match added {
             Ok(handle) => {
                 let mut links = shared.links();
                 if shared.epoch(&links) == epoch && links.owner.is_some() {
@@ -560,4 +585,12 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
         }
         cancelled
     }
+}
+
+/// Drops the keys a watch did not use (the iterator, with what is left in
+/// it), catching and logging a panic in their `Drop`: a panic in a local's
+/// `Drop` as a function returns would leak the value it returns, and with
+/// it the token that wakes the operation's waiters.
+fn drop_unused<I>(keys: I) {
+    release::drop_logged(keys, "a watch key's Drop");
 }

@@ -10,7 +10,7 @@ use std::future::Future;
 use std::hash::{Hash, Hasher};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
 use std::thread::{self, Thread, ThreadId};
@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use common::*;
 use purgatory::{
-    new_operation_lock, Completion, ConfigError, DelayedOperation, ManualClock, Operation,
+    new_operation_lock, Clock, Completion, ConfigError, DelayedOperation, ManualClock, Operation,
     OperationLock, Outcome, Purgatory, PurgatoryBuilder, PurgatoryError, ShutdownPolicy,
 };
 
@@ -771,6 +771,142 @@ fn a_key_whose_drop_panics_leaves_the_index_whole() {
         assert_eq!(p.cancel_for_key(&touchy(1)).len(), 1);
         p.purge();
         assert_eq!((p.watched(), p.delayed(), p.watched_keys()), (0, 0, 0));
+    }
+}
+
+/// Keys a watch does not use (its operation completed at once, or it was
+/// refused) are dropped by the purgatory like the others: a panic in their
+/// `Drop` is logged, and the waiters of an operation completed at once are
+/// woken (a panic as the call returned leaked the token that wakes them).
+#[test]
+fn unused_keys_whose_drop_panics_are_logged() {
+    init_log();
+    let p: Purgatory<Touchy, MockOp> = Purgatory::builder("touchy")
+        .clock(ManualClock::new())
+        .reaper(false)
+        .build()
+        .unwrap();
+    let bad = || Touchy {
+        panic_drop: true,
+        ..touchy(1)
+    };
+    let now = op(1_000);
+    now.set_completable();
+    let mut done = now.completion();
+    assert_eq!(p.try_complete_else_watch(now.clone(), [bad()]), Ok(true));
+    assert_eq!(ready_now(&mut done), Some(Outcome::Completed));
+    assert_eq!(
+        p.try_complete_else_watch(now.clone(), [bad()]),
+        Err(PurgatoryError::AlreadyCompleted)
+    );
+    let pending = op(1_000);
+    assert_eq!(
+        p.try_complete_else_watch(pending.clone(), [touchy(2)]),
+        Ok(false)
+    );
+    assert_eq!(
+        p.try_complete_else_watch(pending.clone(), [bad()]),
+        Err(PurgatoryError::AlreadyWatched)
+    );
+    assert_eq!((p.watched(), p.delayed(), p.watched_keys()), (1, 1, 1));
+    assert_eq!(p.shutdown().len(), 1);
+    assert_eq!(
+        p.try_complete_else_watch(op(1_000), [bad()]),
+        Err(PurgatoryError::Shutdown)
+    );
+}
+
+/// Reads a manual clock, and panics at the read it is told to.
+#[derive(Debug, Clone)]
+struct PanickyClock {
+    clock: ManualClock,
+    panic_next: Arc<AtomicBool>,
+}
+
+impl Clock for PanickyClock {
+    fn now_nanos(&self) -> u64 {
+        assert!(
+            !self.panic_next.swap(false, Ordering::Relaxed),
+            "the clock panics on purpose"
+        );
+        self.clock.now_nanos()
+    }
+}
+
+/// A clock that panics as a watch arms the operation's timeout does not
+/// leave it watched with no timeout (never to expire): the panic is
+/// logged, and the operation expires at once, as with a panicking
+/// `timeout`.
+#[test]
+fn a_clock_panicking_as_a_watch_arms_expires_the_operation_at_once() {
+    init_log();
+    let panic_next = Arc::new(AtomicBool::new(false));
+    let p: Purgatory<Key, MockOp> = Purgatory::builder("panicky clock")
+        .clock(PanickyClock {
+            clock: ManualClock::new(),
+            panic_next: panic_next.clone(),
+        })
+        .reaper(false)
+        .build()
+        .unwrap();
+    let o = op(60_000);
+    panic_next.store(true, Ordering::Relaxed);
+    assert_eq!(p.try_complete_else_watch(o.clone(), [key("a")]), Ok(false));
+    assert!(!panic_next.load(Ordering::Relaxed), "the clock was read");
+    assert_eq!(o.wait_timeout(PATIENCE), Some(Outcome::Expired));
+    assert_eq!((o.completions(), o.expirations()), (1, 1));
+    assert_eq!((p.watched(), p.delayed(), p.stats().expired), (0, 0, 1));
+    // The clock's next reads are fine: timeouts count from them again.
+    let later = op(60_000);
+    assert_eq!(
+        p.try_complete_else_watch(later.clone(), [key("a")]),
+        Ok(false)
+    );
+    assert_eq!((p.watched(), p.delayed()), (1, 1));
+}
+
+/// Panics in its `Drop`.
+struct DropPanics;
+
+impl DelayedOperation for DropPanics {
+    fn timeout(&self) -> Duration {
+        Duration::from_secs(60)
+    }
+    fn try_complete(&self) -> bool {
+        false
+    }
+    fn on_complete(&self) {}
+}
+
+impl Drop for DropPanics {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            panic!("Drop panics on purpose");
+        }
+    }
+}
+
+/// Dropping a purgatory lets go of its pending operations as every call
+/// does: a panic in an operation's `Drop` is logged, not let out of the
+/// purgatory's `Drop` (where, on a thread already unwinding, it would
+/// abort the process).
+#[test]
+fn dropping_the_purgatory_logs_a_panicking_operation_drop() {
+    init_log();
+    for policy in [ShutdownPolicy::Drop, ShutdownPolicy::Expire] {
+        let p: Purgatory<Key, DropPanics> = Purgatory::builder("drop panics")
+            .clock(ManualClock::new())
+            .reaper(false)
+            .shutdown_policy(policy)
+            .build()
+            .unwrap();
+        for k in ["a", "b"] {
+            assert_eq!(p.try_complete_else_watch(DropPanics, [key(k)]), Ok(false));
+        }
+        assert!(
+            catch_unwind(AssertUnwindSafe(|| drop(p))).is_ok(),
+            "{policy:?}"
+        );
     }
 }
 

@@ -129,6 +129,31 @@ fn tasks_survive_a_clock_that_panics_inside_advance_clock() {
     }
 }
 
+/// A zero delay does not read the clock: a caller whose clock just panicked
+/// (the purgatory, arming an operation's timeout) can still hand a task
+/// over to run at once. A positive delay reads it, and the panic reaches
+/// the caller with nothing added.
+#[test]
+fn a_zero_delay_does_not_read_the_clock() {
+    let panicky = Arc::new(PanickyClock {
+        time: ManualClock::new(),
+        countdown: AtomicUsize::new(1),
+        armed: AtomicBool::new(false),
+    });
+    let clock: Arc<dyn Clock> = panicky.clone();
+    let timer = one_shard(&clock);
+    let (fired, task) = counter();
+    panicky.armed.store(true, Ordering::SeqCst);
+    timer.add(Duration::ZERO, task()).unwrap();
+    timer.wait_for_executor();
+    assert_eq!(fired.load(Ordering::SeqCst), 1);
+    let added = catch_unwind(AssertUnwindSafe(|| {
+        timer.add(Duration::from_millis(5), task())
+    }));
+    assert!(added.is_err(), "the clock was read, and panicked");
+    assert_eq!(timer.len(), 0);
+}
+
 /// The same in the middle of a long visit: bursts in coarse buckets of two
 /// shards, handed over chunk by chunk, with the clock panicking at any of
 /// the visit's readings. Every task still fires exactly once, none early.

@@ -188,17 +188,18 @@ impl<T: TimerTask> Timer<T> {
     /// its own wheel, and an idle one may lag the others: after such a
     /// clock, two adds with the same delay from different threads may
     /// fire at different times, neither before the reading plus `delay`. A zero
-    /// delay hands the task to the executor at once. The returned handle
+    /// delay hands the task to the executor at once, without reading the
+    /// clock. The returned handle
     /// cancels the task; for a task that went straight to the executor it
     /// is already stale.
     ///
     /// After [`shutdown`](Timer::shutdown) the task is given back in the error.
     pub fn add(&self, delay: Duration, task: T) -> Result<TimerHandle, ShutdownError<T>> {
-        let now = self.clock.now_nanos();
         let delay = u64::try_from(delay.as_nanos()).unwrap_or(u64::MAX);
         if delay == 0 {
             return self.run_now(task);
         }
+        let now = self.clock.now_nanos();
         let (index, mut state) = self.lock_for_add();
         let shard = &self.shards[index];
         if self.shut_down.load(Ordering::Acquire) {
