@@ -107,7 +107,11 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
     ///
     /// It also drops the storage of emptied lists that each shard keeps
     /// for its next lists (a few small slabs per shard, reused when keys
-    /// come and go): they would pin scattered pages after a peak.
+    /// come and go): they would pin scattered pages after a peak. What it
+    /// keeps is small room reused in steady state: per shard, up to 64
+    /// list ids and their key table's room (a shard that had more gives
+    /// theirs back once all its lists are freed), and per timer bucket up
+    /// to 1,024 entries' room (larger arrays shrink as they empty).
     pub fn purge(&self) {
         self.home.free_all_retired(true);
         self.index.drop_spares();
