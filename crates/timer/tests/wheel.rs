@@ -144,3 +144,67 @@ fn bad_configuration_is_an_error_value() {
         ));
     }
 }
+
+// ---- A panicking callback or task `Drop`.
+
+/// A callback that panics while a coarse bucket is being moved down cuts
+/// the pass short; the rest of the bucket is not stranded: a later advance
+/// resumes the pass, and every other task fires once, none early, in a
+/// build with or without debug assertions (whose bucket checks see no
+/// mixed rounds).
+#[test]
+fn a_panicking_callback_strands_no_task_of_a_coarse_bucket() {
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+    let mut wheel = TimingWheel::new(1, 20, 0).unwrap();
+    // Level 2: the bucket [400, 800); both due by the advance below.
+    schedule(&mut wheel, 400, "a");
+    schedule(&mut wheel, 401, "b");
+    schedule(&mut wheel, 8_000, "later");
+    let cut = catch_unwind(AssertUnwindSafe(|| {
+        wheel.advance(415, |t| panic!("the callback panics on {t}"))
+    }));
+    assert!(cut.is_err());
+    assert_eq!(wheel.len(), 2);
+    // The pass, begun early (at 200), is overdue work.
+    assert_eq!(wheel.next_expiration(), Some(200));
+    let mut fired = Vec::new();
+    for now in [415, 800, 8_500] {
+        wheel.advance(now, |t| fired.push((now, t)));
+        // The same bucket, in its next round.
+        if now == 800 {
+            schedule(&mut wheel, 8_400, "c");
+        }
+    }
+    fired.sort();
+    assert_eq!(fired.len(), 3, "{fired:?}");
+    assert_eq!(fired[0].0, 415, "{fired:?}");
+    assert_eq!(&fired[1..], [(8_500, "c"), (8_500, "later")]);
+    assert!(wheel.is_empty());
+}
+
+/// Dropping a wheel drops every pending task even if one's `Drop` panics
+/// (as a `Vec` does); the panic goes on to the caller.
+#[test]
+fn dropping_a_wheel_drops_every_task_past_a_panicking_one() {
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static DROPS: AtomicUsize = AtomicUsize::new(0);
+    struct Task(u32);
+    impl Drop for Task {
+        fn drop(&mut self) {
+            DROPS.fetch_add(1, Ordering::SeqCst);
+            if self.0 % 2 == 0 && !std::thread::panicking() {
+                panic!("task {} panics in Drop", self.0);
+            }
+        }
+    }
+    let mut wheel = TimingWheel::new(1, 20, 0).unwrap();
+    for i in 0..5u32 {
+        assert!(matches!(
+            wheel.insert(10 + u64::from(i) * 300, Task(i)),
+            Insertion::Scheduled(_)
+        ));
+    }
+    assert!(catch_unwind(AssertUnwindSafe(move || drop(wheel))).is_err());
+    assert_eq!(DROPS.load(Ordering::SeqCst), 5);
+}

@@ -57,7 +57,10 @@
 
 use std::fmt;
 use std::mem::MaybeUninit;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU32, Ordering};
+
+use crate::panics::discard_panic;
 
 /// The "no entry" index, used as a null link and as the handle of tasks
 /// that never entered the wheel.
@@ -485,14 +488,27 @@ impl<T> Entries<T> {
 
 impl<T> Drop for Entries<T> {
     fn drop(&mut self) {
+        // Every task is dropped even if one's `Drop` panics (as a `Vec`
+        // drops all its elements); the first panic goes on afterwards.
+        let mut first_panic = None;
         for slot in &mut self.slots {
             if slot.state() != VACANT {
                 slot.set_state(VACANT);
                 // SAFETY: occupied slots hold an initialised task (module
                 // invariant); marking the slot VACANT first ensures it is
                 // dropped once even if a task's destructor panics midway.
-                unsafe { slot.task.assume_init_drop() }
+                let dropped =
+                    catch_unwind(AssertUnwindSafe(|| unsafe { slot.task.assume_init_drop() }));
+                if let Err(panic) = dropped {
+                    match first_panic {
+                        None => first_panic = Some(panic),
+                        Some(_) => discard_panic(panic),
+                    }
+                }
             }
+        }
+        if let Some(panic) = first_panic {
+            resume_unwind(panic);
         }
     }
 }

@@ -229,10 +229,11 @@ impl<T> TimingWheel<T> {
     /// found, each chunk's with the chunk (ahead of earlier-due entries still
     /// waiting in finer buckets: deadline order gives way to getting late
     /// tasks out promptly, and nothing is ever early). When the budget runs
-    /// out first, the pass pauses: the bucket is marked paused and the pass
-    /// joins `paused`, to be resumed once nothing is due, or before anything
-    /// due at or after its `finish_by` is taken. Cancels in between take
-    /// entries out of the arrays the pass resumes from.
+    /// out first (or `expired` panics), the pass pauses: the bucket stays
+    /// marked paused and the pass in `paused`, to be resumed once nothing is
+    /// due, or before anything due at or after its `finish_by` is taken.
+    /// Cancels in between take entries out of the arrays the pass resumes
+    /// from.
     ///
     /// An early pass takes the bucket's front: the entries the level below
     /// can hold from the pass on (see `link`). The bucket keeps its back and
@@ -255,15 +256,15 @@ impl<T> TimingWheel<T> {
             true => &[Side::Front, Side::Back],
             false => &[Side::Front],
         };
-        let mut kept_min = u64::MAX;
+        // Recorded as paused from the start, so that a pass cut short by a
+        // panicking `expired` is resumed by a later advance, as one out of
+        // budget is, rather than stranding the rest of its bucket.
+        self.buckets[id as usize].paused = true;
+        self.paused.push(paused);
         for &side in sides {
             self.buckets[id as usize].prefetch_tail(&self.entries, side);
             loop {
                 if step.spent() >= budget {
-                    let bucket = &mut self.buckets[id as usize];
-                    bucket.paused = true;
-                    bucket.min_deadline = bucket.min_deadline.min(kept_min);
-                    self.paused.push(paused);
                     return;
                 }
                 let Some(index) = self.buckets[id as usize].pop(&mut self.entries, side) else {
@@ -293,15 +294,16 @@ impl<T> TimingWheel<T> {
                     // from and be popped again for ever: fail loudly instead.
                     assert!(!paused.whole, "final pass keeps {deadline}");
                     step.kept += 1;
-                    kept_min = kept_min.min(deadline);
                     let bucket = &mut self.buckets[id as usize];
                     bucket.push(level as u32, &mut self.entries, index, Side::Back);
+                    bucket.min_deadline = bucket.min_deadline.min(deadline);
                 }
             }
         }
+        let ours = self.paused.pop();
+        debug_assert!(ours.is_some_and(|p| p.bucket == id), "a pass's own record");
         let bucket = &mut self.buckets[id as usize];
         bucket.paused = false;
-        bucket.min_deadline = bucket.min_deadline.min(kept_min);
         if bucket.is_empty() {
             bucket.set_expiration(NO_EXPIRATION);
             bucket.min_deadline = u64::MAX;
