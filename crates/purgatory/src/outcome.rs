@@ -182,9 +182,17 @@ impl OpState {
     }
 
     /// Undoes a [`claim`](Self::claim) whose watch failed before the
-    /// operation was tied to a purgatory (a key panicked). Lock held.
-    pub(crate) fn unclaim(&self) {
-        self.0.fetch_and(!WATCHED, Ordering::AcqRel);
+    /// operation was tied to a purgatory (a key panicked), putting back
+    /// the previous stay's `Cancelled` if it had one (`cancelled`): the
+    /// operation is left as it was, its outcome and waiters included.
+    /// Lock held.
+    pub(crate) fn unclaim(&self, cancelled: bool) {
+        let back = if cancelled { CANCELLED } else { 0 };
+        let _ = self
+            .0
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
+                Some((s & !WATCHED) | back)
+            });
     }
 
     /// Ends the operation's stay with `outcome`, if nobody has: `Completed`

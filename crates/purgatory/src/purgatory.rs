@@ -299,10 +299,11 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
             // reentrant: they may complete it on this thread
             // (`force_complete`, or `check_and_complete` on a key already
             // joined), handled below.
+            let cancelled = shared.state.outcome() == Some(Outcome::Cancelled);
             let claimed = shared.claim();
             debug_assert!(claimed, "neither watched nor completed, lock held");
             let members = Members::with_capacity(keys_hint, spare);
-            let (members, refused) = self.watch_all(shared, keys, first, members);
+            let (members, refused) = self.watch_all(shared, keys, first, members, cancelled);
             if shared.is_completed() {
                 // Completed re-entrantly while joining, before any owner
                 // was set: that completion resolved its waiters but had
@@ -333,14 +334,16 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
     /// (empty, with room made); the first key is where `first` says (it was
     /// located on entry, see `watch_or_complete`). Returns the members, and
     /// whether a shutdown refused one. If a key's `Hash` or `Eq` panics, the
-    /// lists joined so far are left before the panic goes on, so that no
-    /// partial watch remains. Operation lock held.
+    /// lists joined so far are left and the claim undone (its previous
+    /// stay's outcome put back: `cancelled`) before the panic goes on, so
+    /// that no partial watch remains. Operation lock held.
     fn watch_all(
         &self,
         shared: &Arc<Shared<Op>>,
         keys: impl Iterator<Item = K>,
         first: Located,
         mut members: Members,
+        cancelled: bool,
     ) -> (Members, bool) {
         let closed = || self.home.is_shut_down();
         let joined = catch_unwind(AssertUnwindSafe(|| {
@@ -358,7 +361,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
             Ok(refused) => (members, refused),
             Err(panic) => {
                 self.leave_partial(shared, members);
-                shared.state.unclaim();
+                shared.state.unclaim(cancelled);
                 resume_unwind(panic)
             }
         }

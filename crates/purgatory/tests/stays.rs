@@ -1,7 +1,8 @@
 //! An operation's stays: one cancelled may be watched again, here or in
 //! another purgatory, at once; each stay has its own deadline, and what
 //! acts on an operation it found in a list (a check, `cancel_for_key`) acts
-//! only on the stay it found there, however the stays race.
+//! only on the stay it found there, however the stays race; a stay refused
+//! by a panicking key leaves the last one's outcome in place.
 
 mod common;
 
@@ -39,6 +40,67 @@ fn each_stay_after_a_cancel_expires_at_its_own_deadline() {
     assert_eq!(o.outcome(), Some(Outcome::Expired));
     assert_eq!((o.completions(), o.expirations()), (1, 1));
     assert_eq!((p.watched(), p.delayed()), (0, 0));
+}
+
+/// Compares equal keys by value; panics in `Eq` when told to.
+#[derive(Debug, Clone)]
+struct EqPanics {
+    id: u32,
+    panic_eq: Arc<AtomicBool>,
+}
+
+impl std::hash::Hash for EqPanics {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.id.hash(state);
+    }
+}
+
+impl PartialEq for EqPanics {
+    fn eq(&self, other: &Self) -> bool {
+        assert!(
+            !self.panic_eq.swap(false, Ordering::Relaxed),
+            "Eq panics on purpose"
+        );
+        self.id == other.id
+    }
+}
+
+impl Eq for EqPanics {}
+
+/// A new stay refused by a key that panics leaves a cancelled operation as
+/// it was, its outcome included: still `Cancelled`, and its waiters (even
+/// those that come after) told so at once, not when it is dropped.
+#[test]
+fn a_stay_refused_by_a_panicking_key_leaves_the_cancel_in_place() {
+    let panic_eq = Arc::new(AtomicBool::new(false));
+    let k = |id| EqPanics {
+        id,
+        panic_eq: panic_eq.clone(),
+    };
+    let p: Purgatory<EqPanics, MockOp> = Purgatory::builder("stays")
+        .clock(ManualClock::new())
+        .reaper(false)
+        .build()
+        .unwrap();
+    let o = op(1_000);
+    p.try_complete_else_watch(o.clone(), [k(1)]).unwrap();
+    assert!(p.cancel(&o));
+    let mut before = o.completion();
+    // A list under key 2, so that watching it compares keys.
+    p.try_complete_else_watch(op(1_000), [k(2)]).unwrap();
+    panic_eq.store(true, Ordering::Relaxed);
+    let refused = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        p.try_complete_else_watch(o.clone(), [k(3), k(2)])
+    }));
+    assert!(refused.is_err(), "the panic reaches the caller");
+    assert!(!o.is_watched());
+    assert_eq!(o.outcome(), Some(Outcome::Cancelled));
+    assert_eq!(ready_now(&mut before), Some(Outcome::Cancelled));
+    assert_eq!(ready_now(o.completion()), Some(Outcome::Cancelled));
+    assert_eq!((p.watched(), p.delayed(), p.watched_keys()), (1, 1, 1));
+    // It may still be watched again.
+    assert_eq!(p.try_complete_else_watch(o.clone(), [k(3)]), Ok(false));
+    assert_eq!(o.outcome(), None);
 }
 
 /// Yields until `done` holds, failing after [`PATIENCE`].

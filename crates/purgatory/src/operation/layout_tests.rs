@@ -65,7 +65,7 @@ fn the_owner_holds_one_strong_reference_per_claim() {
         assert!(op.0.detach().0.is_none(), "once");
         drop(kept);
         assert_eq!(Arc::strong_count(&op.0), 1);
-        op.0.state.unclaim();
+        op.0.state.unclaim(false);
     }
     drop(op);
     assert!(weak.upgrade().is_none(), "nothing leaked");
