@@ -249,7 +249,9 @@ impl<T: TimerTask> Timer<T> {
     /// Cancels a waiting task. Returns `true` iff this call stopped it from
     /// running; `false` for a task that already fired, is firing, was
     /// cancelled before, or for a stale handle. The task is dropped at once
-    /// (outside the timer's lock), freeing its memory.
+    /// (outside the timer's lock), freeing its memory; if its `Drop`
+    /// panics, the panic reaches the caller instead of the `true` (the task
+    /// was stopped all the same, and the timer stays whole).
     pub fn cancel(&self, handle: &TimerHandle) -> bool {
         let Some(shard) = self.shards.get(handle.shard()) else {
             return false;
