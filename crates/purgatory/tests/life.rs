@@ -688,13 +688,26 @@ impl PartialEq for Touchy {
 
 impl Eq for Touchy {}
 
-#[test]
-fn a_panicking_key_leaves_no_partial_watch() {
-    let p: Purgatory<Touchy, MockOp> = Purgatory::builder("touchy")
+/// Key `id`, whose `Drop` panics.
+fn drop_panics(id: u32) -> Touchy {
+    Touchy {
+        panic_drop: true,
+        ..touchy(id)
+    }
+}
+
+/// A purgatory of `Touchy` keys on a manual clock.
+fn touchy_purgatory() -> Purgatory<Touchy, MockOp> {
+    Purgatory::builder("touchy")
         .clock(ManualClock::new())
         .reaper(false)
         .build()
-        .unwrap();
+        .unwrap()
+}
+
+#[test]
+fn a_panicking_key_leaves_no_partial_watch() {
+    let p = touchy_purgatory();
     let other = op(1_000);
     p.try_complete_else_watch(other.clone(), [touchy(9)])
         .unwrap();
@@ -738,15 +751,8 @@ fn a_panicking_key_leaves_no_partial_watch() {
 /// stays whole.
 #[test]
 fn a_key_whose_drop_panics_leaves_the_index_whole() {
-    let p: Purgatory<Touchy, MockOp> = Purgatory::builder("touchy")
-        .clock(ManualClock::new())
-        .reaper(false)
-        .build()
-        .unwrap();
-    let bad = || Touchy {
-        panic_drop: true,
-        ..touchy(1)
-    };
+    let p = touchy_purgatory();
+    let bad = || drop_panics(1);
     let (first, second) = (op(1_000), op(1_000));
     assert_eq!(p.try_complete_else_watch(first.clone(), [bad()]), Ok(false));
     // The list has its key: the watch drops this copy.
@@ -781,15 +787,8 @@ fn a_key_whose_drop_panics_leaves_the_index_whole() {
 #[test]
 fn unused_keys_whose_drop_panics_are_logged() {
     init_log();
-    let p: Purgatory<Touchy, MockOp> = Purgatory::builder("touchy")
-        .clock(ManualClock::new())
-        .reaper(false)
-        .build()
-        .unwrap();
-    let bad = || Touchy {
-        panic_drop: true,
-        ..touchy(1)
-    };
+    let p = touchy_purgatory();
+    let bad = || drop_panics(1);
     let now = op(1_000);
     now.set_completable();
     let mut done = now.completion();
