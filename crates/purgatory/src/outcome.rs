@@ -164,8 +164,9 @@ impl OpState {
     }
 
     /// Marks a late waiter of a completed (or expired) operation, never a
-    /// cancelled one; call it holding the links' lock. Returns whether the operation is still unsettled, so
-    /// that the waiter must register (the settler then takes it).
+    /// cancelled one; call it holding the links' lock. Returns whether the
+    /// operation is still unsettled, so that the waiter must register (the
+    /// settler then takes it).
     pub(crate) fn mark_late(&self) -> bool {
         self.0.fetch_or(LATE, Ordering::AcqRel) & SETTLED == 0
     }

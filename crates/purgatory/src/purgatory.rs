@@ -43,7 +43,7 @@ use crate::release::{self, guarded, let_go, ExpiryTask, Released};
 use crate::retire::{RetireQueue, Retired, Unwatch};
 use crate::stackbuf::StackBuf;
 use crate::sync::Mutex;
-use crate::watch::{KeyHasher, Located, WatchIndex, WatchKey};
+use crate::watch::{drop_key, KeyHasher, Located, WatchIndex, WatchKey};
 
 /// How many operations [`Purgatory::check_and_complete`] copies out of a list
 /// per shard-lock hold: small enough that a scan of a long hot list never
@@ -251,14 +251,14 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
     ) -> Result<(bool, Option<Released<Op>>), (PurgatoryError, Option<Released<Op>>)> {
         let mut keys = keys.into_iter().peekable();
         let Some(first) = keys.peek() else {
-            drop_unused(keys);
+            drop_key(keys);
             return Err((PurgatoryError::NoKeys, None));
         };
         // The first key's shard and table entry are one cache miss each at
         // scale: start them now, so they overlap the work before the join.
         let first = self.index.prefetch(first);
         if self.home.is_shut_down() {
-            drop_unused(keys);
+            drop_key(keys);
             return Err((PurgatoryError::Shutdown, None));
         }
         // This thread's share of returning finished operations' memory, so
@@ -269,26 +269,28 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
         let name = self.home.name.as_str();
         let (epoch, timeout) = {
             let guard = shared.lock();
-            if shared.is_completed() {
-                drop(guard);
-                drop_unused(keys);
-                return Err((PurgatoryError::AlreadyCompleted, None));
-            }
-            if shared.is_watched() {
-                drop(guard);
-                drop_unused(keys);
-                return Err((PurgatoryError::AlreadyWatched, None));
-            }
-            // A try may force its own completion (Kafka's habit): then it
-            // has completed whatever it answers, and `finish` finds it done.
-            if shared.try_complete_guarded(name) || shared.is_completed() {
-                // Not watched yet: it leaves no list, and no owner counts
-                // it, so it is counted here, once, however it completed.
+            let settled = if shared.is_completed() {
+                Some(Err((PurgatoryError::AlreadyCompleted, None)))
+            } else if shared.is_watched() {
+                Some(Err((PurgatoryError::AlreadyWatched, None)))
+            } else if shared.try_complete_guarded(name) || shared.is_completed() {
+                // A try may force its own completion (Kafka's habit): then
+                // it has completed whatever it answers, and `finish` finds
+                // it done. Not watched yet: it leaves no list, and no owner
+                // counts it, so it is counted here, once, however it
+                // completed.
                 let released = shared.finish(Outcome::Completed);
                 self.home.count(Outcome::Completed);
+                Some(Ok((true, released)))
+            } else {
+                None
+            };
+            if let Some(result) = settled {
+                // The keys it did not use, once the lock is released, with
+                // their `Drop` guarded (see `drop_key`).
                 drop(guard);
-                drop_unused(keys);
-                return Ok((true, released));
+                drop_key(keys);
+                return result;
             }
             let timeout =
                 guarded(name, "timeout", || shared.op().timeout()).unwrap_or(Duration::ZERO);
@@ -588,12 +590,4 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
         }
         cancelled
     }
-}
-
-/// Drops the keys a watch did not use (the iterator, with what is left in
-/// it), catching and logging a panic in their `Drop`: a panic in a local's
-/// `Drop` as a function returns would leak the value it returns, and with
-/// it the token that wakes the operation's waiters.
-fn drop_unused<I>(keys: I) {
-    release::drop_logged(keys, "a watch key's Drop");
 }

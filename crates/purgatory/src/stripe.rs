@@ -116,7 +116,7 @@ impl StripedCounter {
     /// were read, and the ins only grew. If they changed, the try may count
     /// what left meanwhile: try again, keeping the smallest result (each is
     /// at least a true count).
-    pub(crate) fn sum_with(&self, mut between: impl FnMut(usize)) -> usize {
+    fn sum_with(&self, mut between: impl FnMut(usize)) -> usize {
         const TRIES: usize = 3;
         let outs = |cells: &[CachePadded<Cell>]| {
             cells.iter().fold(0usize, |sum, c| {

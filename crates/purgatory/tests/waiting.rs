@@ -233,6 +233,21 @@ impl Wake for SeesDrop {
     }
 }
 
+impl SeesDrop {
+    /// Polls `completion` (pending) with a waker that records whether
+    /// `dropped` is set when it is woken.
+    fn poll_pending(completion: &mut Completion, dropped: &Arc<AtomicBool>) -> Arc<SeesDrop> {
+        let sees = Arc::new(SeesDrop {
+            dropped: dropped.clone(),
+            at_wake: Mutex::new(None),
+        });
+        let waker = Waker::from(sees.clone());
+        let polled = Pin::new(completion).poll(&mut Context::from_waker(&waker));
+        assert_eq!(polled, Poll::Pending);
+        sees
+    }
+}
+
 #[test]
 fn waiters_wake_after_the_purgatory_let_go_of_the_operation() {
     for expire in [false, true] {
@@ -243,13 +258,7 @@ fn waiters_wake_after_the_purgatory_let_go_of_the_operation() {
             _dropped: Dropped(dropped.clone()),
         });
         let mut completion = op.completion();
-        let sees = Arc::new(SeesDrop {
-            dropped: dropped.clone(),
-            at_wake: Mutex::new(None),
-        });
-        let waker = Waker::from(sees.clone());
-        let polled = Pin::new(&mut completion).poll(&mut Context::from_waker(&waker));
-        assert_eq!(polled, Poll::Pending);
+        let sees = SeesDrop::poll_pending(&mut completion, &dropped);
         assert_eq!(p.try_complete_else_watch(op.clone(), [1]), Ok(false));
         op.ready.store(!expire, Ordering::Release);
         // The waiter keeps no handle: the purgatory's is the last.
@@ -367,13 +376,7 @@ fn waiters_of_an_operation_completed_from_a_callback_wake_after_it_is_dropped() 
         _dropped: Some(Dropped(dropped.clone())),
     });
     let mut completion = inner.completion();
-    let sees = Arc::new(SeesDrop {
-        dropped: dropped.clone(),
-        at_wake: Mutex::new(None),
-    });
-    let waker = Waker::from(sees.clone());
-    let polled = Pin::new(&mut completion).poll(&mut Context::from_waker(&waker));
-    assert_eq!(polled, Poll::Pending);
+    let sees = SeesDrop::poll_pending(&mut completion, &dropped);
     assert_eq!(p.try_complete_else_watch(inner, [2]), Ok(false));
     ready.store(true, Ordering::Release);
     let outer = Operation::new(Chained {

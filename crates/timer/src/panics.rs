@@ -42,6 +42,8 @@ pub fn discard_panic(payload: Box<dyn Any + Send>) {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
     use super::*;
 
     struct PanicsOnDrop;
@@ -53,16 +55,16 @@ mod tests {
     }
 
     /// Counts its drops.
-    struct Counted(&'static std::sync::atomic::AtomicUsize);
+    struct Counted(&'static AtomicUsize);
 
     impl Drop for Counted {
         fn drop(&mut self) {
-            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            self.0.fetch_add(1, Ordering::SeqCst);
         }
     }
 
     /// Panics, as it is dropped, with a payload that counts its drop.
-    struct PanicsWithCounted(&'static std::sync::atomic::AtomicUsize);
+    struct PanicsWithCounted(&'static AtomicUsize);
 
     impl Drop for PanicsWithCounted {
         fn drop(&mut self) {
@@ -81,14 +83,10 @@ mod tests {
 
     #[test]
     fn the_payload_a_payloads_drop_panics_with_is_dropped_too() {
-        static DROPS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        static DROPS: AtomicUsize = AtomicUsize::new(0);
         let caught = catch_unwind(|| std::panic::panic_any(PanicsWithCounted(&DROPS))).unwrap_err();
         discard_panic(caught);
-        assert_eq!(
-            DROPS.load(std::sync::atomic::Ordering::SeqCst),
-            1,
-            "not leaked"
-        );
+        assert_eq!(DROPS.load(Ordering::SeqCst), 1, "not leaked");
         // A chain that never ends is cut.
         discard_panic(Box::new(PanicsForEver));
     }

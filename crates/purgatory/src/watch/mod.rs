@@ -64,9 +64,9 @@ use table::KeyTable;
 /// `Eq` runs with a watch-list shard's lock held, and the `Drop` of a key
 /// the purgatory lets go of runs where its emptied list is freed (inside
 /// purgatory calls, holding a lock of the retired batch or the lock of an
-/// operation being watched or leaving): neither, nor `Hash`, may block or call back
-/// into the purgatory. A panic in `Hash` or `Eq` reaches
-/// the caller; one in `Drop` is logged.
+/// operation being watched or leaving): neither, nor `Hash`, may block or
+/// call back into the purgatory. A panic in `Hash` or `Eq` reaches the
+/// caller; one in `Drop` is logged.
 pub trait WatchKey: Eq + Hash + Clone + Send + Sync + std::fmt::Debug + 'static {}
 
 impl<T: Eq + Hash + Clone + Send + Sync + std::fmt::Debug + 'static> WatchKey for T {}
@@ -233,10 +233,13 @@ impl<K: WatchKey, Op: DelayedOperation> Shard<K, Op> {
 }
 
 /// Drops a key the index no longer holds (a freed list's, or a watch's
-/// copy of a key already listed), with no shard lock held. A `Drop` that
-/// panics is logged, as an operation's is: unwinding from here would leave
-/// a batch of retired slots half freed, to be freed again.
-fn drop_key<K>(key: K) {
+/// copy of a key already listed), or the keys a watch did not use (their
+/// iterator), with no shard lock held. A `Drop` that panics is logged, as
+/// an operation's is: unwinding from here would leave a batch of retired
+/// slots half freed, to be freed again, and unwinding from a watch's
+/// return would leak the value it returns, with the token that wakes the
+/// operation's waiters.
+pub(crate) fn drop_key<K>(key: K) {
     drop_logged(key, "a watch key's Drop");
 }
 
