@@ -183,6 +183,36 @@ fn session_timeouts_outside_the_bounds_are_refused() {
     assert_eq!(evicted_by(1_800_000), [member]);
 }
 
+/// A leave that waited for the group's lock while the coordinator shut
+/// down is refused, as one made after the shutdown is: the member stays.
+#[test]
+fn a_leave_waiting_for_the_group_lock_through_a_shutdown_is_refused() {
+    let (_clock, coordinator, group, member) = setup(500);
+    let kept = coordinator.group(&group).unwrap();
+    let held = kept.lock();
+    let started = std::sync::Barrier::new(2);
+    std::thread::scope(|s| {
+        let leave = s.spawn(|| {
+            started.wait();
+            coordinator.leave_group(&group, &member)
+        });
+        started.wait();
+        let shutdown = s.spawn(|| coordinator.shutdown());
+        // The shutdown marks itself, then waits for the expectation's lock,
+        // which is the group's.
+        while !coordinator.purgatory().is_shut_down() {
+            std::thread::yield_now();
+        }
+        drop(held);
+        assert_eq!(
+            leave.join().unwrap(),
+            Err(ErrorCode::CoordinatorNotAvailable)
+        );
+        assert_eq!(shutdown.join().unwrap(), 1, "the expectation was pending");
+    });
+    assert_eq!((kept.member_count(), kept.generation()), (1, 1));
+}
+
 #[test]
 fn after_shutdown_joins_and_heartbeats_are_refused() {
     let (clock, coordinator, group, member) = setup(500);
