@@ -48,7 +48,9 @@
 //!
 //! Threading: completions by a trigger run on the caller's thread;
 //! expirations run on the purgatory's executor thread. Model state is behind
-//! `parking_lot` locks that are never held across a purgatory call.
+//! `parking_lot` locks that are never held across a purgatory call, but for
+//! a group's reentrant lock, which is held across them on purpose: it is
+//! also the lock of the group's heartbeat expectations, as in Kafka.
 #![warn(missing_docs, missing_debug_implementations)]
 // `unsafe` is allowed only where it is, with its SAFETY note: the cache
 // prefetch hint of the simulation's request handlers (simulation/prefetch.rs).

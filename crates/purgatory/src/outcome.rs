@@ -352,7 +352,8 @@ impl Completion {
         }
     }
 
-    /// Blocks the calling thread until the outcome is decided or `timeout`
+    /// Blocks the calling thread until the operation has left, its outcome
+    /// showing (the callbacks ran and the purgatory let go), or `timeout`
     /// passes (real time); `None` on timeout. Waits in a slot of its own,
     /// freed before it returns.
     pub(crate) fn wait_timeout(&self, timeout: Duration) -> Option<Outcome> {

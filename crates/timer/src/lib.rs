@@ -67,7 +67,7 @@
 //!    cascading; single-threaded, it never reads a clock.
 //! 4. [`DelayQueue`]: the queue of buckets keyed by expiration that drives the
 //!    clock, with a blocking poll that wakes early for an earlier bucket.
-//! 5. [`Timer`]: thread-safe add / cancel / `advance_clock` / size, with an
+//! 5. [`Timer`]: thread-safe add / cancel / `advance_clock` / `len`, with an
 //!    executor thread for expired tasks.
 //! 6. [`Reaper`]: the background thread that drives `advance_clock`.
 //!
@@ -80,16 +80,18 @@
 //!   millisecond and the tick (Kafka truncates, and fires up to a tick early).
 //! - A zero delay, or a deadline already passed, runs the task promptly on the
 //!   executor, never on the caller's thread.
-//! - Each task that is not cancelled runs exactly once; `cancel` returns true
+//! - Each task that is not cancelled runs exactly once, until
+//!   [`Timer::shutdown`] hands the pending ones back; `cancel` returns true
 //!   iff it stopped the task, even when racing the task's expiry.
 //! - Huge delays saturate (`Duration::MAX` never fires), where Kafka's
 //!   `delay + now` overflows into the past and fires at once.
 //! - [`Timer::shutdown`] hands pending tasks back instead of silently dropping
 //!   them, and runs those already handed to the executor.
-//! - Expiring a large bucket releases the lock every few hundred entries, so
-//!   adders are not held up by a long cascade; coarse buckets are cascaded
-//!   one lower tick *before* their range starts, in slices that yield to due
-//!   buckets, so a big cascade does not make due tasks late; and a cascade
+//! - Expiring a large bucket releases the shard's lock every 1,024 entries,
+//!   so adders are not held up by a long cascade; a coarse bucket gets an
+//!   early pass half its tick *before* its range starts and a final pass at
+//!   its start, in slices that yield to due buckets, so a big cascade does
+//!   not make due tasks late; and a cascade
 //!   that runs behind hands the due tasks it finds to the executor at once.
 //! - The timer is sharded: threads adding at once use separate wheels and
 //!   locks (Kafka's timer has one global lock taken by every add).

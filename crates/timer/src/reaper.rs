@@ -81,7 +81,8 @@ impl Reaper {
 
     /// [`try_start`](Self::try_start), also running `after_each` on the
     /// reaper thread after every `advance_clock` call: at least once per
-    /// `poll`, and after each due bucket. Housekeeping that should follow
+    /// `poll`, and after each call that found something due (one call
+    /// expires every bucket due by then). Housekeeping that should follow
     /// the clock without a thread of its own goes there (a purgatory
     /// publishes its gauges from it). A panic in `after_each` is logged, and
     /// the loop goes on.

@@ -25,7 +25,8 @@
 //! call's operation lock, so it must not let go: what it releases waits in
 //! a thread-local list until the outermost call returns ([`flush`]). The
 //! callback depth that tells one from the other is counted where callbacks
-//! are called ([`guarded`]); it is the only thread-local state.
+//! are called ([`guarded`]); it and that list are this module's only
+//! thread-local state.
 
 use std::any::Any;
 use std::cell::{Cell, RefCell};

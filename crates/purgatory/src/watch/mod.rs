@@ -17,9 +17,10 @@
 //!   [`WatchKey`]); only one shard lock is held at a time.
 //! * A slot is freed only through the membership its operation kept, once:
 //!   by the thread that frees the retired batch the operation went to when
-//!   it was released (see [`crate::retire`]). So slot indices are stable for
-//!   an operation's whole stay, and a released operation's slots stay
-//!   occupied (by it) until its batch is freed.
+//!   it was released, or, for a cancelled operation, as it leaves, under
+//!   its lock (see [`crate::retire`]). So slot indices are stable for an
+//!   operation's whole stay, and a completed or expired operation's slots
+//!   stay occupied (by it) until its batch is freed.
 //! * A list id stays allocated while any operation occupies the list, so a
 //!   membership never points at a recycled list. A list in the key table is
 //!   never empty: it is created with its first entry and removed (and its id

@@ -101,7 +101,7 @@ use cascade::{Flush, Paused};
 use level::Level;
 
 /// The latest deadline a wheel keeps, in ms after its clock's origin (about
-/// 146,000 years): later deadlines are clamped to it. Keeping deadlines a
+/// 146 million years): later deadlines are clamped to it. Keeping deadlines a
 /// factor of four below `u64::MAX` leaves room for every level's
 /// `current_time + interval` without overflow.
 pub const MAX_DEADLINE_MS: u64 = u64::MAX / 4;
