@@ -26,7 +26,7 @@ const DROPS_IN_A_ROW: usize = 4;
 
 /// Drops a caught panic's payload. If its `Drop` panics, the payload of
 /// that panic is dropped in turn (usually a message, whose drop cannot
-/// panic), and so on; only a chain of more than [`DROPS_IN_A_ROW`]
+/// panic), and so on; only a chain of more than `DROPS_IN_A_ROW`
 /// payloads, each panicking as it is dropped, is cut by leaking the next,
 /// so that discarding always ends.
 pub fn discard_panic(payload: Box<dyn Any + Send>) {
