@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use examples::async_produce_args::AsyncProduceArgs;
-use examples::outln;
+use examples::{errln, outln};
 use purgatory::{DelayedOperation, Operation, Outcome, Purgatory};
 
 /// Partitions of the topic; the last one's follower lags.
@@ -327,7 +327,7 @@ fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("async_produce: cannot start the tokio runtime: {e}");
+            errln!("async_produce: cannot start the tokio runtime: {e}");
             return ExitCode::FAILURE;
         }
     };
@@ -339,7 +339,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("async_produce: {e}");
+            errln!("async_produce: {e}");
             ExitCode::FAILURE
         }
     }

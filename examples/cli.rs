@@ -84,7 +84,7 @@ impl std::error::Error for UsageError {}
 impl UsageError {
     /// Prints `error: <message>` on stderr and gives the usage exit code.
     pub fn report(&self) -> ExitCode {
-        eprintln!("error: {self}");
+        write_stderr(format_args!("error: {self}\n"));
         ExitCode::from(USAGE_EXIT_CODE)
     }
 }
@@ -98,9 +98,16 @@ pub fn write_stdout(args: fmt::Arguments<'_>) {
         if err.kind() == io::ErrorKind::BrokenPipe {
             std::process::exit(0);
         }
-        eprintln!("error: cannot write to stdout: {err}");
+        write_stderr(format_args!("error: cannot write to stdout: {err}\n"));
         std::process::exit(1);
     }
+}
+
+/// Writes `args` to stderr: warnings and errors. One that cannot be
+/// written (stderr closed, full, or a pipe whose reader has gone) is
+/// dropped: a diagnostic never ends a program or changes its exit code.
+pub fn write_stderr(args: fmt::Arguments<'_>) {
+    let _ = io::stderr().lock().write_fmt(args);
 }
 
 /// `println!` through [`write_stdout`]: every line the programs print goes
@@ -112,6 +119,14 @@ macro_rules! outln {
     };
     ($($arg:tt)*) => {
         $crate::cli::write_stdout(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// `eprintln!` through [`write_stderr`].
+#[macro_export]
+macro_rules! errln {
+    ($($arg:tt)*) => {
+        $crate::cli::write_stderr(format_args!("{}\n", format_args!($($arg)*)))
     };
 }
 

@@ -27,7 +27,7 @@ use std::time::Instant;
 use broker::simulation;
 use clap::Parser;
 use examples::heartbeat_args::HeartbeatArgs;
-use examples::outln;
+use examples::{errln, outln};
 
 fn main() -> ExitCode {
     let args = HeartbeatArgs::parse();
@@ -42,7 +42,7 @@ fn main() -> ExitCode {
     };
     examples::init_logging();
     for warning in config.warnings() {
-        eprintln!("warning: {warning}");
+        errln!("warning: {warning}");
     }
     outln!(
         "consumer_heartbeat: {} consumers in {} groups, heartbeat {} ms ± {} ms, session timeout {} ms, \
@@ -67,7 +67,7 @@ fn main() -> ExitCode {
         match simulation::run_recorded(&config, |progress| outln!("{progress}")) {
             Ok(run) => run,
             Err(err) => {
-                eprintln!("error: {err}");
+                errln!("error: {err}");
                 return ExitCode::from(2);
             }
         };
@@ -78,10 +78,10 @@ fn main() -> ExitCode {
     outln!("{summary}");
     if let (Some(path), Some(file)) = (&args.plot, &mut chart) {
         if let Err(err) = examples::plot::write_svg(file, &summary, &recording) {
-            eprintln!("error: cannot write the chart to {}: {err}", path.display());
+            errln!("error: cannot write the chart to {}: {err}", path.display());
             return ExitCode::FAILURE;
         }
-        eprintln!("chart written to {}", path.display());
+        errln!("chart written to {}", path.display());
     }
     if args.json {
         outln!("{}", summary.to_json());

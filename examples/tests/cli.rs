@@ -163,6 +163,32 @@ fn a_closed_stdout_ends_each_program_quietly() {
 }
 
 #[test]
+fn a_closed_stderr_does_not_end_a_program() {
+    // A warning (a session timeout that leaves no room for the jitter)
+    // goes to a stderr whose reader has gone: it is dropped, and the run
+    // ends as usual, its summary on stdout.
+    let mut child = command("consumer_heartbeat")
+        .args([
+            "--virtual-time",
+            "--consumers",
+            "20",
+            "--groups",
+            "2",
+            "--session-timeout-ms",
+            "3100",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("consumer_heartbeat runs");
+    drop(child.stderr.take());
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("failures injected"), "{stdout}");
+}
+
+#[test]
 fn produce_refuses_bad_input() {
     let cases: &[(&[&str], &str)] = &[
         (

@@ -98,7 +98,7 @@ impl Progress {
 
     fn print(&self, what: &str) {
         if !self.quiet {
-            eprintln!("  {}: {what}", self.label);
+            crate::cli::write_stderr(format_args!("  {}: {what}\n", self.label));
         }
     }
 }

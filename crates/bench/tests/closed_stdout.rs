@@ -19,3 +19,29 @@ fn a_closed_stdout_ends_the_run_quietly() {
     assert!(!err.contains("panicked"), "{err}");
     assert!(!err.contains("error"), "{err}");
 }
+
+/// Progress goes to stderr: one that cannot be written (`2>&1 | head -1`,
+/// `2>/dev/full`) is dropped, and the run ends as usual, its results on
+/// stdout.
+#[test]
+fn a_closed_stderr_does_not_end_the_run() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_purgatory-bench"))
+        .args([
+            "w1",
+            "--n",
+            "1000",
+            "--rounds",
+            "1",
+            "--in-process",
+            "--json",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("cannot run purgatory-bench");
+    drop(child.stderr.take());
+    let out = child.wait_with_output().expect("purgatory-bench ends");
+    let results = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{results}");
+    assert!(results.contains("\"workload\":\"w1\""), "{results}");
+}

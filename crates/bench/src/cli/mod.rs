@@ -42,6 +42,13 @@ macro_rules! outln {
     };
 }
 
+/// `eprintln!` through [`write_stderr`].
+macro_rules! errln {
+    ($($arg:tt)*) => {
+        $crate::cli::write_stderr(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
 mod args;
 mod burst;
 mod runner;
@@ -66,9 +73,16 @@ pub(crate) fn write_stdout(args: fmt::Arguments<'_>) {
         if err.kind() == io::ErrorKind::BrokenPipe {
             std::process::exit(0);
         }
-        eprintln!("error: cannot write to stdout: {err}");
+        errln!("error: cannot write to stdout: {err}");
         std::process::exit(1);
     }
+}
+
+/// Writes `args` to stderr: progress and errors. One that cannot be
+/// written (stderr closed, full, or a pipe whose reader has gone) is
+/// dropped: a diagnostic never ends a run or changes its exit code.
+pub(crate) fn write_stderr(args: fmt::Arguments<'_>) {
+    let _ = io::stderr().lock().write_fmt(args);
 }
 
 #[derive(Debug, Parser)]
@@ -117,7 +131,7 @@ pub fn main() -> ExitCode {
         Workload::W4(a) => w4::validate(a),
     };
     if let Err(e) = checked {
-        eprintln!("error: {e}");
+        errln!("error: {e}");
         return ExitCode::from(2);
     }
     let result = match &cli.workload {
@@ -131,7 +145,7 @@ pub fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("purgatory-bench: {e}");
+            errln!("purgatory-bench: {e}");
             ExitCode::FAILURE
         }
     }

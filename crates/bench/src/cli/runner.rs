@@ -127,7 +127,7 @@ pub(crate) fn measure(common: &Common, w: &WorkloadSpec<'_>) -> Result<Vec<Recor
         for k in 0..impls.len() {
             let slot = (k + round) % impls.len();
             let name = impls[slot];
-            eprintln!("{} round {}/{}: {name} …", w.name, round + 1, rounds);
+            errln!("{} round {}/{}: {name} …", w.name, round + 1, rounds);
             let record = if common.in_process {
                 (w.run_here)(name)?
             } else {
