@@ -17,6 +17,9 @@ pub const MAX_PENDING: u64 = 20_000_000;
 pub const MAX_ROUNDS: u64 = 1_000;
 /// Longest delay, timeout or latency, ms (one hour).
 pub const MAX_DELAY_MS: u64 = 3_600_000;
+/// Longest a W2 run may take to issue its requests, s (one hour): its
+/// `--num` over its `--rate`.
+pub const MAX_ISSUE_S: f64 = 3_600.0;
 /// Lowest target rate, requests per second.
 pub const MIN_RATE: f64 = 1.0;
 /// Highest target rate, requests per second (beyond any generator's reach;

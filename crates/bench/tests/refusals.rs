@@ -78,6 +78,11 @@ fn rates_must_be_positive_and_meaningful() {
     refused(&["w2", "--rate", "18446744073709551615"], &["--rate", RATE]);
     refused(&["w2", "--rate", "inf"], &["--rate", RATE]);
     refused(&["wakeups", "--rate", "-5"], &["--rate", RATE]);
+    // Each in range, but a run that would issue for days: the default
+    // 1,000,000 requests at 1/s, and 100,000,000 at 10,000/s.
+    const ISSUE: &str = "--num over --rate must be at most 3600 s of issuing";
+    refused(&["w2", "--rate", "1"], &[ISSUE, "1000000 requests at 1/s"]);
+    refused(&["w2", "--num", "100000000", "--rate", "10000"], &[ISSUE]);
 }
 
 #[test]

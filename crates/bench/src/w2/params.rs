@@ -97,6 +97,15 @@ impl W2Params {
         };
         whole("--num", self.num as u64, 1, limits::MAX_COUNT)?;
         number("--rate", self.rate, limits::MIN_RATE, limits::MAX_RATE)?;
+        let issue_s = self.num as f64 / self.rate;
+        if issue_s > limits::MAX_ISSUE_S {
+            return Err(format!(
+                "--num over --rate must be at most {} s of issuing, got {} requests at {}/s: {issue_s:.0} s",
+                limits::MAX_ISSUE_S,
+                self.num,
+                self.rate
+            ));
+        }
         whole("--timeout", self.timeout_ms, 1, limits::MAX_DELAY_MS)?;
         let max_ms = limits::MAX_DELAY_MS as f64;
         number("--pct50", self.pct50, 1.0, max_ms)?;
