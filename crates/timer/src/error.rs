@@ -47,6 +47,16 @@ pub enum ConfigError {
     /// The name holds a NUL byte, which no thread name (the executor's and
     /// the reaper's carry it) may hold.
     NameHasNul,
+    /// A wheel's start time is at or past the last tick it can schedule in
+    /// (deadlines are clamped to [`MAX_DEADLINE_MS`](crate::MAX_DEADLINE_MS)):
+    /// every task would be clamped to a deadline already passed and handed
+    /// back as due, early.
+    StartTooLate {
+        /// The start asked for, ms.
+        requested_ms: u64,
+        /// The latest start accepted with this tick, ms.
+        max_ms: u64,
+    },
 }
 
 impl fmt::Display for ConfigError {
@@ -75,6 +85,13 @@ impl fmt::Display for ConfigError {
             } => write!(f, "shard count {requested} is outside {min}..={max}"),
             ConfigError::Spawn(e) => write!(f, "cannot spawn the timer's thread: {e}"),
             ConfigError::NameHasNul => f.write_str("timer name must not contain a NUL byte"),
+            ConfigError::StartTooLate {
+                requested_ms,
+                max_ms,
+            } => write!(
+                f,
+                "timing wheel start {requested_ms} ms is later than the latest accepted, {max_ms} ms"
+            ),
         }
     }
 }

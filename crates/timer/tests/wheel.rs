@@ -103,6 +103,32 @@ fn huge_deadlines_saturate_and_never_fire_early() {
     assert_eq!(big.advance(u64::MAX, |_| {}), 1);
 }
 
+/// A wheel starting where deadlines are clamped would hand every task
+/// back as due, before its deadline: such a start is refused.
+#[test]
+fn a_start_at_the_last_deadline_is_refused() {
+    let refused = |tick, start| TimingWheel::<u64>::new(tick, 20, start).err();
+    let last = MAX_DEADLINE_MS;
+    let too_late = |requested_ms, max_ms| {
+        Some(ConfigError::StartTooLate {
+            requested_ms,
+            max_ms,
+        })
+    };
+    assert_eq!(refused(1, last), too_late(last, last - 1));
+    assert_eq!(refused(1, u64::MAX), too_late(u64::MAX, last - 1));
+    let big = timer::MAX_TICK_MS;
+    let last_big = last - last % big;
+    assert_eq!(refused(big, last - 5), too_late(last - 5, last_big - 1));
+    // The latest accepted start still schedules, and fires on time.
+    for (tick, start) in [(1, last - 1), (big, last_big - 1)] {
+        let mut wheel: TimingWheel<u64> = TimingWheel::new(tick, 20, start).unwrap();
+        assert!(matches!(wheel.insert(u64::MAX, 7), Insertion::Scheduled(_)));
+        assert_eq!(wheel.advance(last_big.max(start + 1) - 1, |_| {}), 0);
+        assert_eq!(wheel.advance(u64::MAX, |_| {}), 1);
+    }
+}
+
 #[test]
 fn drain_takes_every_task() {
     let mut wheel: TimingWheel<u64> = TimingWheel::new(1, 20, 0).unwrap();

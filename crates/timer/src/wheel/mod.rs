@@ -180,6 +180,8 @@ impl<T> TimingWheel<T> {
     /// A wheel of `wheel_size` buckets of `tick_ms` each, whose time starts
     /// at `start_ms` (rounded down to the tick). The wheel never reads a
     /// clock: its callers pass the time to [`advance`](Self::advance).
+    /// A start in the last tick before [`MAX_DEADLINE_MS`] or later is
+    /// refused ([`ConfigError::StartTooLate`]): no deadline could follow it.
     pub fn new(tick_ms: u64, wheel_size: usize, start_ms: u64) -> Result<Self, ConfigError> {
         let queue = Arc::new(DelayQueue::new(crate::ManualClock::new()));
         Self::with_queue(tick_ms, wheel_size, start_ms, queue)
@@ -207,6 +209,15 @@ impl<T> TimingWheel<T> {
                 requested: wheel_size,
                 min: 2,
                 max: MAX_WHEEL_SIZE,
+            });
+        }
+        // The wheel's first tick must end by the last deadline it keeps, or
+        // every insert would be clamped into the past (see `round_deadline`).
+        let last_deadline = MAX_DEADLINE_MS - MAX_DEADLINE_MS % tick_ms;
+        if start_ms >= last_deadline {
+            return Err(ConfigError::StartTooLate {
+                requested_ms: start_ms,
+                max_ms: last_deadline - 1,
             });
         }
         let wheel_size = wheel_size as u64;
