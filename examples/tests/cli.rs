@@ -141,7 +141,7 @@ fn a_closed_stdout_ends_each_program_quietly() {
     let cases: &[(&str, &[&str])] = &[
         (
             "consumer_heartbeat",
-            &["--virtual-time", "--consumers", "20", "--groups", "2"],
+            &["--virtual-time", "--consumers", "200", "--groups", "2"],
         ),
         ("produce", &[]),
         ("fetch", &[]),

@@ -298,6 +298,22 @@ impl SimConfig {
                 self.jitter_ms()
             ));
         }
+        // Failures are whole consumers: say so when a rate does not come to
+        // a whole number of them, most of all when it comes to none.
+        let kinds = [
+            ("crash", self.crash_rate, self.planned_crashes()),
+            ("stall", self.stall_rate, self.planned_stalls()),
+        ];
+        for (kind, rate, planned) in kinds {
+            let exact = self.consumers as f64 * rate;
+            if (exact - planned as f64).abs() > 1e-6 * exact.max(1.0) {
+                warnings.push(format!(
+                    "{kind} rate {rate} of {} consumers is {exact} consumers: {planned} will {kind} \
+                     (failures are whole consumers)",
+                    self.consumers
+                ));
+            }
+        }
         warnings
     }
 }
@@ -310,6 +326,33 @@ mod tests {
         let mut config = SimConfig::default();
         f(&mut config);
         config.validate()
+    }
+
+    #[test]
+    fn rates_that_are_not_whole_consumers_are_warned_of() {
+        let config = SimConfig {
+            consumers: 10,
+            groups: 1,
+            crash_rate: 0.01,
+            stall_rate: 0.05,
+            ..SimConfig::default()
+        };
+        assert_eq!(config.validate(), Ok(()));
+        assert_eq!((config.planned_crashes(), config.planned_stalls()), (0, 1));
+        assert_eq!(
+            config.warnings(),
+            [
+                "crash rate 0.01 of 10 consumers is 0.1 consumers: 0 will crash (failures are whole consumers)",
+                "stall rate 0.05 of 10 consumers is 0.5 consumers: 1 will stall (failures are whole consumers)",
+            ]
+        );
+        let whole = SimConfig {
+            consumers: 1_000_000,
+            crash_rate: 0.01,
+            stall_rate: 0.005,
+            ..SimConfig::default()
+        };
+        assert!(whole.warnings().is_empty(), "{:?}", whole.warnings());
     }
 
     #[test]
