@@ -82,7 +82,9 @@ impl FetchParams {
 pub struct PartitionFetch {
     /// The first offset wanted.
     pub fetch_offset: u64,
-    /// At most this many bytes from this partition.
+    /// At most this many bytes from this partition, but for the first
+    /// record, returned whole even when larger (Kafka's `minOneMessage`),
+    /// so that a fetch always makes progress.
     pub max_bytes: u64,
 }
 
