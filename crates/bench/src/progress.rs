@@ -98,7 +98,7 @@ impl Progress {
 
     fn print(&self, what: &str) {
         if !self.quiet {
-            crate::cli::write_stderr(format_args!("  {}: {what}\n", self.label));
+            write_stderr(format_args!("  {}: {what}\n", self.label));
         }
     }
 }
@@ -122,6 +122,14 @@ pub fn wait_for(
         }
         std::thread::sleep(Duration::from_millis(2));
     }
+}
+
+/// Writes `args` to stderr: progress, and the runner's errors. One that
+/// cannot be written (stderr closed, full, or a pipe whose reader has gone)
+/// is dropped: a diagnostic never ends a run or changes its exit code.
+pub(crate) fn write_stderr(args: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let _ = std::io::stderr().lock().write_fmt(args);
 }
 
 #[cfg(test)]

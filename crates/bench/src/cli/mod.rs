@@ -42,10 +42,10 @@ macro_rules! outln {
     };
 }
 
-/// `eprintln!` through [`write_stderr`].
+/// `eprintln!` through [`write_stderr`](crate::progress::write_stderr).
 macro_rules! errln {
     ($($arg:tt)*) => {
-        $crate::cli::write_stderr(format_args!("{}\n", format_args!($($arg)*)))
+        $crate::progress::write_stderr(format_args!("{}\n", format_args!($($arg)*)))
     };
 }
 
@@ -76,13 +76,6 @@ pub(crate) fn write_stdout(args: fmt::Arguments<'_>) {
         errln!("error: cannot write to stdout: {err}");
         std::process::exit(1);
     }
-}
-
-/// Writes `args` to stderr: progress and errors. One that cannot be
-/// written (stderr closed, full, or a pipe whose reader has gone) is
-/// dropped: a diagnostic never ends a run or changes its exit code.
-pub(crate) fn write_stderr(args: fmt::Arguments<'_>) {
-    let _ = io::stderr().lock().write_fmt(args);
 }
 
 #[derive(Debug, Parser)]
