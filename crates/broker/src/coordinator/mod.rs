@@ -345,9 +345,8 @@ impl GroupCoordinator {
         self.inner.active()?;
         let group = self.group(group).ok_or(ErrorCode::GroupIdNotFound)?;
         let _guard = group.lock();
-        // Again under the lock: a shutdown that ran while this call waited
-        // for it has let go of the member's expectation, and a member
-        // removed now would be one the shutdown's callers still count.
+        // Again under the lock: a shutdown may have run while this call
+        // waited for it, and after a shutdown the member stays.
         self.inner.active()?;
         let removed = group.with_state(|state| {
             let removed = state.members.remove(member).is_some();

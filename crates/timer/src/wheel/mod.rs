@@ -180,8 +180,10 @@ impl<T> TimingWheel<T> {
     /// A wheel of `wheel_size` buckets of `tick_ms` each, whose time starts
     /// at `start_ms` (rounded down to the tick). The wheel never reads a
     /// clock: its callers pass the time to [`advance`](Self::advance).
-    /// A start in the last tick before [`MAX_DEADLINE_MS`] or later is
-    /// refused ([`ConfigError::StartTooLate`]): no deadline could follow it.
+    /// A start at or after the last multiple of the tick not past
+    /// [`MAX_DEADLINE_MS`] is refused ([`ConfigError::StartTooLate`]): every
+    /// deadline is clamped to that multiple at the latest, so none could
+    /// follow the wheel's first tick.
     pub fn new(tick_ms: u64, wheel_size: usize, start_ms: u64) -> Result<Self, ConfigError> {
         let queue = Arc::new(DelayQueue::new(crate::ManualClock::new()));
         Self::with_queue(tick_ms, wheel_size, start_ms, queue)
