@@ -84,7 +84,7 @@ impl std::error::Error for UsageError {}
 impl UsageError {
     /// Prints `error: <message>` on stderr and gives the usage exit code.
     pub fn report(&self) -> ExitCode {
-        write_stderr(format_args!("error: {self}\n"));
+        crate::errln!("error: {self}");
         ExitCode::from(USAGE_EXIT_CODE)
     }
 }
@@ -98,7 +98,7 @@ pub fn write_stdout(args: fmt::Arguments<'_>) {
         if err.kind() == io::ErrorKind::BrokenPipe {
             std::process::exit(0);
         }
-        write_stderr(format_args!("error: cannot write to stdout: {err}\n"));
+        crate::errln!("error: cannot write to stdout: {err}");
         std::process::exit(1);
     }
 }
