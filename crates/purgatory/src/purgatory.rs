@@ -478,7 +478,9 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
     /// a time and the copies are tried. When it returns, the operations it
     /// completed have left all their lists (it frees this thread's retired
     /// batch, see [`purge`](Self::purge)), their waiters are woken, and the
-    /// purgatory holds no reference to them; a key whose list became empty
+    /// purgatory holds no reference to them (but for a check of another of
+    /// their keys trying them at that moment, which lets go of each right
+    /// after its try); a key whose list became empty
     /// is removed. Call it without holding locks that `try_complete`
     /// implementations take, and mind the lock order when calling it from a
     /// callback (see [`DelayedOperation`]).
@@ -492,13 +494,17 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
         let mut released = StackBuf::<_, RELEASED_INLINE>::new();
         loop {
             cursor = self.index.scan(key, cursor, CHECK_CHUNK, &mut batch);
-            for (op, stay) in batch.iter() {
-                let (done, token) = op.check(name, *stay);
+            // Each copy goes as soon as its operation was tried, not after
+            // the chunk: an operation completed meanwhile by a check of
+            // another of its keys is then held here only while it is
+            // looked at, never through the slow tries of the others. No
+            // lock is held here; a copy may be the last reference.
+            batch.drain_each(|(op, stay)| {
+                let (done, token) = op.check(name, stay);
                 completed += usize::from(done);
                 released.extend(token);
-            }
-            // No lock held here; a copy may be the last reference.
-            release::let_go_all(&mut batch);
+                let_go(op);
+            });
             if cursor.is_none() {
                 break;
             }

@@ -54,7 +54,9 @@ impl<T, const N: usize> StackBuf<T, N> {
         }
     }
 
-    pub(crate) fn iter(&self) -> impl Iterator<Item = &T> {
+    /// What the buffer holds, oldest first (for its tests).
+    #[cfg(test)]
+    fn iter(&self) -> impl Iterator<Item = &T> {
         self.inline[..self.len].iter().flatten().chain(&self.more)
     }
 

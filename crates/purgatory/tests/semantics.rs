@@ -511,6 +511,94 @@ fn completed_operations_are_dropped_by_the_call_that_completed_them() {
     assert_eq!(dropped_on.lock().unwrap().len(), 2 * BATCH + 10);
 }
 
+/// Completes when `ready`; `gated` ones stop in their next try until the
+/// test lets them go. Marks its drop.
+struct Gated {
+    ready: AtomicBool,
+    gate: Option<(AtomicBool, Arc<Barrier>)>,
+    dropped: Arc<AtomicBool>,
+}
+
+impl Gated {
+    fn new(gated: bool) -> (Operation<Gated>, Arc<AtomicBool>) {
+        let dropped = Arc::new(AtomicBool::new(false));
+        let gate = gated.then(|| (AtomicBool::new(false), Arc::new(Barrier::new(2))));
+        let op = Gated {
+            ready: AtomicBool::new(false),
+            gate,
+            dropped: dropped.clone(),
+        };
+        (Operation::new(op), dropped)
+    }
+}
+
+impl DelayedOperation for Gated {
+    fn timeout(&self) -> Duration {
+        Duration::from_secs(30)
+    }
+    fn try_complete(&self) -> bool {
+        if let Some((armed, barrier)) = &self.gate {
+            if armed.swap(false, Ordering::AcqRel) {
+                barrier.wait(); // in the try
+                barrier.wait(); // let go
+            }
+        }
+        self.ready.load(Ordering::Acquire)
+    }
+    fn on_complete(&self) {}
+}
+
+impl Drop for Gated {
+    fn drop(&mut self) {
+        self.dropped.store(true, Ordering::Release);
+    }
+}
+
+/// The prompt-release rule with a check of another key running: that
+/// check holds its copy of an operation only while it tries it, not
+/// through the slow tries of the operations after it in its chunk. So
+/// when the call that completed the operation returns, nobody holds it.
+#[test]
+fn a_concurrent_check_of_another_key_does_not_hold_a_completed_operation() {
+    let p: Arc<Purgatory<Key, Gated>> = Arc::new(
+        Purgatory::builder("release-check")
+            .clock(ManualClock::new())
+            .reaper(false)
+            .build()
+            .unwrap(),
+    );
+    let (x, x_dropped) = Gated::new(false);
+    let (slow, _) = Gated::new(true);
+    assert_eq!(
+        p.try_complete_else_watch(x.clone(), [key("a"), key("b")]),
+        Ok(false)
+    );
+    assert_eq!(
+        p.try_complete_else_watch(slow.clone(), [key("b")]),
+        Ok(false)
+    );
+    let (armed, barrier) = slow.gate.as_ref().map(|(a, b)| (a, b.clone())).unwrap();
+    armed.store(true, Ordering::Release);
+    let checker = {
+        let p = p.clone();
+        std::thread::spawn(move || p.check_and_complete(&key("b")))
+    };
+    // The checker tried `x` (not ready) and now waits in `slow`'s try.
+    barrier.wait();
+    x.ready.store(true, Ordering::Release);
+    let done = x.completion();
+    drop(x);
+    assert_eq!(p.check_and_complete(&key("a")), 1);
+    assert!(
+        x_dropped.load(Ordering::Acquire),
+        "dropped before the completing call returned, with the checker still busy"
+    );
+    assert_eq!(ready_now(done), Some(purgatory::Outcome::Completed));
+    barrier.wait();
+    assert_eq!(checker.join().unwrap(), 0);
+    assert!(p.cancel(&slow));
+}
+
 /// Operations the purgatory alone holds are dropped by the reaper pass
 /// that expires them (on the timer's thread, before `advance_clock`
 /// returns), and a panicking `Drop` there is caught and logged: the other

@@ -41,7 +41,6 @@ use timer::TimerTask;
 
 use crate::operation::{DelayedOperation, Operation, OwnerRef, Shared};
 use crate::outcome::{Outcome, Signal};
-use crate::stackbuf::StackBuf;
 
 thread_local! {
     /// How many user callbacks the purgatory is running on this thread.
@@ -85,25 +84,6 @@ pub(crate) fn let_go<T: 'static>(value: T) {
         ANY_HELD.with(|any| any.set(true));
     } else {
         drop_logged(value, "an operation's Drop");
-    }
-}
-
-/// [`let_go`] for every value of `values`, emptying it: one look at the
-/// callback depth, and one panic guard, for the lot.
-pub(crate) fn let_go_all<T: 'static, const N: usize>(values: &mut StackBuf<T, N>) {
-    if in_callback() {
-        values.drain_each(let_go);
-        return;
-    }
-    // A `clear` interrupted by a panicking `Drop` leaves the values after it
-    // in the buffer: clear again until every one is dropped.
-    let mut panicked = false;
-    while let Err(panic) = catch_unwind(AssertUnwindSafe(|| values.clear())) {
-        panicked = true;
-        discard_panic(panic);
-    }
-    if panicked {
-        log::error!("purgatory: an operation's Drop panicked");
     }
 }
 
