@@ -137,10 +137,10 @@ async fn handle_produce(
         required,
         replicated: AtomicBool::new(false),
     });
-    let done = op.completion();
     purgatory
         .try_complete_else_watch(op.clone(), partitions)
         .expect("the purgatory is running");
+    let done = op.completion();
     if let Some(after) = disconnect_after {
         // The connection task: when the client goes away, the request is
         // cancelled (no response to send).

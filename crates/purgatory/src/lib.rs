@@ -191,8 +191,8 @@
 //!     Purgatory::builder("produce").reaper(false).build::<&str, Produce>().unwrap(),
 //! );
 //! let op = Operation::new(Produce(AtomicBool::new(false)));
-//! let done = op.completion(); // owned: Send + 'static
 //! purgatory.try_complete_else_watch(op.clone(), ["p0"]).unwrap();
+//! let done = op.completion(); // this stay's outcome; owned: Send + 'static
 //!
 //! let handler = std::thread::spawn(move || block_on(done));
 //! op.0.store(true, Ordering::Release); // the followers caught up

@@ -186,7 +186,9 @@ fn cancel_refuses_what_it_does_not_hold() {
 }
 
 /// A cancelled operation may be watched again; its outcome is then that of
-/// the new stay, and a completion asked for before the new stay waits for it.
+/// the new stay. A completion asked for between the stays belongs to the
+/// first: ready with its `Cancelled`, also once the second has begun; one
+/// asked for after the new watch waits for the second.
 #[test]
 fn a_cancelled_operation_watched_again_starts_a_new_stay() {
     let (p, _clock) = manual();
@@ -196,8 +198,10 @@ fn a_cancelled_operation_watched_again_starts_a_new_stay() {
     assert!(p.cancel(&o));
     assert_eq!(block_on(first.clone()), Outcome::Cancelled);
     assert_eq!(o.completion_ready(), Some(Outcome::Cancelled));
+    let between = o.completion();
     p.try_complete_else_watch(o.clone(), [key("a")]).unwrap();
     assert_eq!(o.outcome(), None);
+    assert_eq!(ready_now(between), Some(Outcome::Cancelled));
     let second = o.completion();
     assert_eq!(o.wait_timeout(Duration::ZERO), None);
     assert!(o.force_complete());

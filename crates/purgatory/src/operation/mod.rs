@@ -408,7 +408,8 @@ impl<Op: DelayedOperation> Operation<Op> {
 
     /// Wraps `op` with a caller-supplied lock, which may be shared by several
     /// operations (Kafka's group lock): their callbacks then never run
-    /// concurrently with each other or with code holding the lock.
+    /// concurrently with each other or with code holding the lock on
+    /// another thread (the lock is reentrant; see [`lock`](Self::lock)).
     pub fn with_lock(op: Op, lock: OperationLock) -> Self {
         Operation(Arc::new(Shared::new(op, Some(lock))))
     }
@@ -446,7 +447,9 @@ impl<Op: DelayedOperation> Operation<Op> {
     /// [`cancel_for_key`](crate::Purgatory::cancel_for_key),
     /// [`Purgatory::cancel`](crate::Purgatory::cancel), a shutdown under
     /// either policy). Ready at once if it has already left (and not been
-    /// watched again).
+    /// watched again). Take it once the watch is accepted: taken between
+    /// two stays of an operation cancelled and watched again, it is ready
+    /// at once with the first stay's `Cancelled`, not the second's outcome.
     ///
     /// The future is owned (`Send + 'static`, it does not borrow or keep
     /// the operation) and works on any executor; clone it to await it in
@@ -511,6 +514,12 @@ impl<Op: DelayedOperation> Operation<Op> {
     /// Locks the operation (its own lock or the shared one), blocking until
     /// it is free. While the guard lives, none of the operation's callbacks
     /// run on another thread.
+    ///
+    /// The lock is held by a thread, and it is reentrant: code on the same
+    /// thread passes it. Async tasks sharing a thread (a current-thread
+    /// runtime, a `LocalSet`) therefore share it too, so do not hold the
+    /// guard across an `.await` (it is not `Send`, so a multi-threaded
+    /// runtime refuses to spawn such a task).
     ///
     /// # Panics
     /// The lock is reentrant up to 65,535 guards held at once on one thread
