@@ -279,7 +279,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
                 // it done. Not watched yet: it leaves no list, and no owner
                 // counts it, so it is counted here, once, however it
                 // completed.
-                let released = shared.finish(Outcome::Completed);
+                let released = shared.finish_in(Outcome::Completed, name);
                 self.home.count(Outcome::Completed);
                 Some(Ok((true, released)))
             } else {

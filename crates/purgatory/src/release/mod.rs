@@ -187,12 +187,23 @@ impl<Op: DelayedOperation> Shared<Op> {
     /// Completes the operation (`Completed` or `Expired`) if nobody has:
     /// steps 1 to 3. Lock held. `None` if it had completed before.
     pub(crate) fn finish(self: &Arc<Self>, outcome: Outcome) -> Option<Released<Op>> {
+        self.finish_in(outcome, "<unwatched>")
+    }
+
+    /// [`finish`](Self::finish), naming the purgatory `unwatched` in the
+    /// log if a callback panics while no purgatory watches the operation
+    /// (a watch's first try completed it).
+    pub(crate) fn finish_in(
+        self: &Arc<Self>,
+        outcome: Outcome,
+        unwatched: &str,
+    ) -> Option<Released<Op>> {
         debug_assert!(outcome != Outcome::Cancelled);
         if !self.state.decide(outcome) {
             return None;
         }
         let (mut released, owner) = self.unlink(outcome);
-        let name = owner.as_ref().map_or("<unwatched>", |o| o.name());
+        let name = owner.as_ref().map_or(unwatched, |o| o.name());
         guarded(name, "on_complete", || self.op().on_complete());
         if outcome == Outcome::Expired {
             guarded(name, "on_expiration", || self.op().on_expiration());
