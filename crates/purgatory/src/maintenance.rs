@@ -66,7 +66,9 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
     /// per-thread counters (at most 64), independent of the number of
     /// operations. An operation stops being counted as soon as it completes
     /// or is cancelled, even before its timer entry is removed (see
-    /// [`purge`](Self::purge)).
+    /// [`purge`](Self::purge)). One whose timeout has passed is counted
+    /// until its expiry has run on the timer's executor, where Kafka's
+    /// count (its timer's size) drops it as its bucket is flushed.
     pub fn delayed(&self) -> usize {
         self.home.delayed()
     }

@@ -187,12 +187,15 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
     /// (the operation is then watched twice on that key, as in Kafka).
     ///
     /// The key iterator and each key's `Hash`/`Eq` run under the operation
-    /// lock, which is reentrant. If they complete the operation on this
-    /// thread ([`Operation::force_complete`], or a
-    /// [`check_and_complete`](Self::check_and_complete) on a key already
-    /// joined), it leaves the lists it joined and is neither counted as
-    /// watched nor armed, and the call returns `Ok(true)`, as when the first
-    /// `try_complete` succeeds (the completion counts here too).
+    /// lock, which is reentrant; only the first key is taken and hashed
+    /// before the lock (so that its shard is fetched meanwhile). If they
+    /// complete the operation on this thread ([`Operation::force_complete`],
+    /// or a [`check_and_complete`](Self::check_and_complete) on a key
+    /// already joined), it leaves the lists it joined and is neither counted
+    /// as watched nor armed, and the call returns `Ok(true)`, as when the
+    /// first `try_complete` succeeds (the completion counts here too);
+    /// completed while the first key is taken, it is found completed:
+    /// [`PurgatoryError::AlreadyCompleted`].
     ///
     /// # Panics
     /// If a key's `Hash` or `Eq` (or the key iterator) panics, the panic
@@ -562,7 +565,9 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
     /// [`outcome`](Operation::outcome) is [`Outcome::Cancelled`] and their
     /// waiters are woken before this returns), with their timers disarmed
     /// and removed from the watch lists of their other keys too. They may
-    /// be watched again. Returns an empty vector for an unknown key.
+    /// be watched again. Returns an empty vector for an unknown key. An
+    /// operation watched more than once under `key` is returned once
+    /// (Kafka's `cancelForKey` returns it once per watch).
     pub fn cancel_for_key(&self, key: &K) -> Vec<Operation<Op>> {
         let mut ops = Vec::new();
         if !self.index.remove(key, &mut ops) {

@@ -69,7 +69,8 @@ impl Reaper {
     }
 
     /// Starts a reaper, reporting a failure to spawn its thread as an error.
-    /// The thread is named `ExpirationReaper-<timer name>`, as in Kafka.
+    /// The thread is named `ExpirationReaper-<timer name>`, as in Kafka
+    /// (whose names also carry the broker id).
     /// A zero `poll` is refused (`InvalidInput`): the reaper would spin on
     /// an idle timer. (One under a tick wakes it that often for nothing.)
     pub fn try_start<T: TimerTask>(

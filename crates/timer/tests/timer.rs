@@ -592,6 +592,28 @@ fn shards_merge_in_deadline_order_and_cancel_from_any_thread() {
     assert_eq!(*order, expected, "deadline order across shards");
 }
 
+/// Kafka's `advanceClock` answer: whether a bucket expired (tasks ran)
+/// during the call; `false` when nothing was due, with the clock still or
+/// moved short of the next deadline.
+#[test]
+fn advance_clock_says_whether_anything_was_due() {
+    let clock = ManualClock::new();
+    let timer = manual_timer(&clock, 20);
+    assert!(!timer.advance_clock(Duration::ZERO), "empty");
+    let ran = Arc::new(AtomicUsize::new(0));
+    timer
+        .add(Duration::from_millis(10), counting_task(&ran))
+        .unwrap();
+    assert!(!timer.advance_clock(Duration::ZERO), "not due");
+    clock.advance_ms(9);
+    assert!(!timer.advance_clock(Duration::ZERO), "a millisecond short");
+    clock.advance_ms(1);
+    assert!(timer.advance_clock(Duration::ZERO), "due");
+    timer.wait_for_executor();
+    assert_eq!(ran.load(Ordering::Relaxed), 1);
+    assert!(!timer.advance_clock(Duration::ZERO), "nothing left");
+}
+
 #[test]
 fn bad_configuration_is_an_error_value() {
     let build = |b: TimerBuilder| b.build::<Task>().map(|_| ()).unwrap_err();
