@@ -1,6 +1,8 @@
 //! The purgatory's counts, housekeeping, clock and shutdown.
 
+use std::borrow::Borrow;
 use std::fmt;
+use std::hash::Hash;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -121,8 +123,12 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
 
     /// Number of watch-list entries under `key` (0 for an unknown key).
     /// Frees retired slots first (see [`purge`](Self::purge)), then takes
-    /// that key's list lock briefly.
-    pub fn watched_on(&self, key: &K) -> usize {
+    /// that key's list lock briefly. `key` may be any borrowed form of the
+    /// key type (see [`check_and_complete`](Purgatory::check_and_complete)).
+    pub fn watched_on<Q: Hash + Eq + ?Sized>(&self, key: &Q) -> usize
+    where
+        K: Borrow<Q>,
+    {
         self.home.free_all_retired(false);
         self.index.len_of(key)
     }

@@ -25,7 +25,10 @@
 //!   operation that was pending has been handled by the
 //!   [`ShutdownPolicy`] and returned.
 
+use std::borrow::Borrow;
 use std::collections::hash_map::RandomState;
+use std::fmt::Debug;
+use std::hash::Hash;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::Duration;
@@ -454,7 +457,9 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
     /// table), so that they arrive during that work rather than in the
     /// call. It hashes the key and changes nothing; it takes no lock and
     /// never waits. A request handler about to heartbeat a member, say,
-    /// calls it before looking the member up in its group.
+    /// calls it before looking the member up in its group. `key` may be any
+    /// borrowed form of the key type (see
+    /// [`check_and_complete`](Self::check_and_complete)).
     ///
     /// ```
     /// # use std::time::Duration;
@@ -469,7 +474,10 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
     /// purgatory.prefetch(&7); // then other work, then a watch or check of 7
     /// assert_eq!(purgatory.check_and_complete(&7), 0);
     /// ```
-    pub fn prefetch(&self, key: &K) {
+    pub fn prefetch<Q: Hash + ?Sized>(&self, key: &Q)
+    where
+        K: Borrow<Q>,
+    {
         self.index.prefetch(key);
     }
 
@@ -487,7 +495,15 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
     /// is removed. Call it without holding locks that `try_complete`
     /// implementations take, and mind the lock order when calling it from a
     /// callback (see [`DelayedOperation`]).
-    pub fn check_and_complete(&self, key: &K) -> usize {
+    ///
+    /// `key` may be any borrowed form of the key type, as for
+    /// [`HashMap::get`](std::collections::HashMap::get): a `&str` for
+    /// `String` keys, so a check allocates no key. Its `Hash` and `Eq` must
+    /// agree with the key type's (as [`Borrow`] asks).
+    pub fn check_and_complete<Q: Hash + Eq + Debug + ?Sized>(&self, key: &Q) -> usize
+    where
+        K: Borrow<Q>,
+    {
         let name = self.home.name.as_str();
         // On the stack: a check of a short list (a heartbeat's one
         // operation) allocates nothing.
@@ -568,7 +584,13 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
     /// be watched again. Returns an empty vector for an unknown key. An
     /// operation watched more than once under `key` is returned once
     /// (Kafka's `cancelForKey` returns it once per watch).
-    pub fn cancel_for_key(&self, key: &K) -> Vec<Operation<Op>> {
+    ///
+    /// `key` may be any borrowed form of the key type (see
+    /// [`check_and_complete`](Self::check_and_complete)).
+    pub fn cancel_for_key<Q: Hash + Eq + ?Sized>(&self, key: &Q) -> Vec<Operation<Op>>
+    where
+        K: Borrow<Q>,
+    {
         let mut ops = Vec::new();
         if !self.index.remove(key, &mut ops) {
             return Vec::new();

@@ -30,6 +30,32 @@ fn empty_key_list_is_an_error_and_nothing_is_tried() {
     assert_eq!((p.watched(), p.delayed()), (0, 0));
 }
 
+/// Keys are looked up by any borrowed form, as in a `HashMap`: `String`
+/// keys by `&str`, so checks allocate no key.
+#[test]
+fn keys_are_looked_up_by_a_borrowed_form() {
+    let (p, _clock) = manual();
+    let r = op(100);
+    let other = op(100);
+    p.try_complete_else_watch(r.clone(), [key("a"), key("b")])
+        .unwrap();
+    p.try_complete_else_watch(other.clone(), [key("b")])
+        .unwrap();
+    assert_eq!((p.watched_on("a"), p.watched_on("b")), (1, 2));
+    p.prefetch("a");
+    assert_eq!(p.check_and_complete("a"), 0);
+    r.set_completable();
+    assert_eq!(p.check_and_complete("b"), 1);
+    assert!(r.is_completed());
+    let cancelled = p.cancel_for_key("b");
+    assert_eq!(cancelled.len(), 1);
+    assert!(Operation::ptr_eq(&cancelled[0], &other));
+    assert_eq!(
+        (p.watched_on("a"), p.watched_on("b"), p.watched_keys()),
+        (0, 0, 0)
+    );
+}
+
 #[test]
 fn watching_twice_or_after_completion_is_an_error() {
     let (p, _clock) = manual();

@@ -34,6 +34,7 @@
 //!   given its room back.
 //! * `keys` counts the lists in the key tables.
 
+use std::borrow::Borrow;
 use std::hash::{BuildHasher, Hash};
 use std::sync::Arc;
 
@@ -155,10 +156,17 @@ impl<K: WatchKey, Op: DelayedOperation> Shard<K, Op> {
         list
     }
 
-    fn find(&self, hash: u64, key: &K) -> Option<u32> {
+    fn find<Q: Eq + ?Sized>(&self, hash: u64, key: &Q) -> Option<u32>
+    where
+        K: Borrow<Q>,
+    {
         let lists = &self.lists;
-        self.table
-            .find(tag(hash), |id| lists[id as usize].key.as_ref() == Some(key))
+        self.table.find(tag(hash), |id| {
+            lists[id as usize]
+                .key
+                .as_ref()
+                .is_some_and(|k| k.borrow() == key)
+        })
     }
 
     /// Creates a list for `key` (absent from the table) and returns its id.
@@ -344,7 +352,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: BuildHasher> WatchIndex<K, Op, S> {
         })
     }
 
-    pub(crate) fn locate(&self, key: &K) -> Located {
+    pub(crate) fn locate<Q: Hash + ?Sized>(&self, key: &Q) -> Located {
         let hash = self.hasher.hash_one(key);
         // The key table uses the low 32 bits (the tag, whose low bits pick
         // the slot). The shard is taken from a multiplicative mix of the
@@ -423,7 +431,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: BuildHasher> WatchIndex<K, Op, S> {
     /// [`scan`](Self::scan) of `key` reads first: its shard's lock and the
     /// key table's entry where the lookup starts. Takes no lock. Returns
     /// where the key lives, for [`watch_at`](Self::watch_at).
-    pub(crate) fn prefetch(&self, key: &K) -> Located {
+    pub(crate) fn prefetch<Q: Hash + ?Sized>(&self, key: &Q) -> Located {
         let at = self.locate(key);
         let Located {
             hash,
@@ -444,13 +452,16 @@ impl<K: WatchKey, Op: DelayedOperation, S: BuildHasher> WatchIndex<K, Op, S> {
     /// freed yet: the caller re-checks each under its lock),
     /// starting where `cursor` stands (a fresh scan when `None`). Returns the
     /// cursor to continue from, or `None` when the list is done (or gone).
-    pub(crate) fn scan<const N: usize>(
+    pub(crate) fn scan<Q: Hash + Eq + ?Sized, const N: usize>(
         &self,
-        key: &K,
+        key: &Q,
         cursor: Option<Cursor>,
         max: usize,
         out: &mut StackBuf<Found<Op>, N>,
-    ) -> Option<Cursor> {
+    ) -> Option<Cursor>
+    where
+        K: Borrow<Q>,
+    {
         let (shard_ix, hash) = match &cursor {
             Some(c) => (c.shard, 0),
             None => {
@@ -512,7 +523,10 @@ impl<K: WatchKey, Op: DelayedOperation, S: BuildHasher> WatchIndex<K, Op, S> {
     }
 
     /// Number of entries in `key`'s list.
-    pub(crate) fn len_of(&self, key: &K) -> usize {
+    pub(crate) fn len_of<Q: Hash + Eq + ?Sized>(&self, key: &Q) -> usize
+    where
+        K: Borrow<Q>,
+    {
         let at = self.locate(key);
         let shard = self.shards[at.shard].lock();
         shard
@@ -522,7 +536,10 @@ impl<K: WatchKey, Op: DelayedOperation, S: BuildHasher> WatchIndex<K, Op, S> {
 
     /// Takes `key`'s list out of the index and copies its entries. Returns
     /// whether the key had a list.
-    pub(crate) fn remove(&self, key: &K, out: &mut Vec<Found<Op>>) -> bool {
+    pub(crate) fn remove<Q: Hash + Eq + ?Sized>(&self, key: &Q, out: &mut Vec<Found<Op>>) -> bool
+    where
+        K: Borrow<Q>,
+    {
         let at = self.locate(key);
         let mut shard = self.shards[at.shard].lock();
         let Some(id) = shard.find(at.hash, key) else {
