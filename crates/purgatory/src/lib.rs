@@ -39,10 +39,11 @@
 //!   purgatory call on that thread returns), the purgatory holds no
 //!   reference to it: its `Drop` runs then if the caller kept no handle,
 //!   never while a purgatory lock or an operation lock is held (see
-//!   [`DelayedOperation`]). One exception: a check of another of its keys
-//!   running at that moment on another thread holds a copy while it locks
-//!   and tries the operation, and lets go of it (maybe the last reference)
-//!   right after, before it tries the next one. Its watch-list slots and timer entry, which
+//!   [`DelayedOperation`]), unless a call on another thread holds a passing
+//!   copy then (a check or `cancel_for_key` of another of its keys, a
+//!   shutdown, its expiry firing): `Drop` then runs when that call lets go
+//!   (see [`DelayedOperation`] on where operations are dropped). Its
+//!   watch-list slots and timer entry, which
 //!   point at it weakly, are freed in small per-thread batches (64 per
 //!   stripe, one lock hold per shard and 16 slots), and its memory goes
 //!   back mostly on threads that watch new operations; no sweep over every

@@ -485,14 +485,14 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
     /// complete now. Returns how many this call completed.
     ///
     /// Each operation is tried under its lock (waiting for it, as Kafka
-    /// does), never with a purgatory lock held: the list is copied a chunk at
-    /// a time and the copies are tried. When it returns, the operations it
-    /// completed have left all their lists (it frees this thread's retired
-    /// batch, see [`purge`](Self::purge)), their waiters are woken, and the
-    /// purgatory holds no reference to them (but for a check of another of
-    /// their keys trying them at that moment, which lets go of each right
-    /// after its try); a key whose list became empty
-    /// is removed. Call it without holding locks that `try_complete`
+    /// does), never with a purgatory lock held: the list is copied a chunk
+    /// (64 operations) at a time, and each copy is tried and let go of. When
+    /// it returns, the operations it completed have left all their lists (it
+    /// frees this thread's retired batch, see [`purge`](Self::purge)), their
+    /// waiters are woken, and the purgatory holds no reference to them (but
+    /// for passing copies held by calls on other threads, see
+    /// [`DelayedOperation`] on where operations are dropped); a key whose
+    /// list became empty is removed. Call it without holding locks that `try_complete`
     /// implementations take, and mind the lock order when calling it from a
     /// callback (see [`DelayedOperation`]).
     ///
@@ -514,10 +514,10 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
         loop {
             cursor = self.index.scan(key, cursor, CHECK_CHUNK, &mut batch);
             // Each copy goes as soon as its operation was tried, not after
-            // the chunk: an operation completed meanwhile by a check of
-            // another of its keys is then held here only while it is
-            // looked at, never through the slow tries of the others. No
-            // lock is held here; a copy may be the last reference.
+            // the chunk: one that a check of another of its keys completes
+            // meanwhile is not held here through the slow tries of the
+            // operations after it (only through those before it). No lock
+            // is held here; a copy may be the last reference.
             batch.drain_each(|(op, stay)| {
                 let (done, token) = op.check(name, stay);
                 completed += usize::from(done);

@@ -868,66 +868,6 @@ fn a_clock_panicking_as_a_watch_arms_expires_the_operation_at_once() {
     assert_eq!((p.watched(), p.delayed()), (1, 1));
 }
 
-/// Runs a hook at its next reading: a watch reads the clock only as it
-/// arms the timeout, after releasing the operation's lock.
-struct HookClock {
-    clock: ManualClock,
-    #[allow(clippy::type_complexity)]
-    hook: Arc<Mutex<Option<Box<dyn FnOnce() + Send>>>>,
-}
-
-impl std::fmt::Debug for HookClock {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HookClock").finish_non_exhaustive()
-    }
-}
-
-impl Clock for HookClock {
-    fn now_nanos(&self) -> u64 {
-        let hook = self.hook.lock().unwrap().take();
-        if let Some(hook) = hook {
-            hook();
-        }
-        self.clock.now_nanos()
-    }
-}
-
-/// Kafka's third step of a watch: the timer is armed outside the lock, and
-/// disarmed if the operation completed meanwhile. Completed exactly there
-/// (by the clock's hook), it is counted out, and its timeout never fires.
-#[test]
-fn an_operation_completed_as_its_timer_is_armed_is_disarmed() {
-    let clock = ManualClock::new();
-    let hook = Arc::new(Mutex::new(None));
-    let p: Purgatory<Key, MockOp> = Purgatory::builder("arming")
-        .clock(HookClock {
-            clock: clock.clone(),
-            hook: hook.clone(),
-        })
-        .reaper(false)
-        .build()
-        .unwrap();
-    let o = op(50);
-    let forced = Arc::new(AtomicBool::new(false));
-    *hook.lock().unwrap() = Some(Box::new({
-        let (o, forced) = (o.clone(), forced.clone());
-        move || {
-            assert!(!o.is_locked_by_current_thread(), "outside the lock");
-            forced.store(o.force_complete(), Ordering::Relaxed);
-        }
-    }) as Box<dyn FnOnce() + Send>);
-    assert_eq!(
-        p.try_complete_else_watch(o.clone(), [key("a"), key("b")]),
-        Ok(false)
-    );
-    assert!(forced.load(Ordering::Relaxed), "completed while arming");
-    assert_eq!((p.watched(), p.delayed(), p.watched_keys()), (0, 0, 0));
-    clock.advance_ms(100);
-    p.advance_clock(Duration::ZERO);
-    assert_eq!((o.completions(), o.expirations()), (1, 0));
-    assert_eq!((p.stats().completed, p.stats().expired), (1, 0));
-}
-
 /// Panics in its `Drop`.
 struct DropPanics;
 

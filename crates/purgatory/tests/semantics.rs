@@ -541,6 +541,7 @@ fn completed_operations_are_dropped_by_the_call_that_completed_them() {
 /// test lets them go. Marks its drop.
 struct Gated {
     ready: AtomicBool,
+    tries: AtomicUsize,
     gate: Option<(AtomicBool, Arc<Barrier>)>,
     dropped: Arc<AtomicBool>,
 }
@@ -551,6 +552,7 @@ impl Gated {
         let gate = gated.then(|| (AtomicBool::new(false), Arc::new(Barrier::new(2))));
         let op = Gated {
             ready: AtomicBool::new(false),
+            tries: AtomicUsize::new(0),
             gate,
             dropped: dropped.clone(),
         };
@@ -563,6 +565,7 @@ impl DelayedOperation for Gated {
         Duration::from_secs(30)
     }
     fn try_complete(&self) -> bool {
+        self.tries.fetch_add(1, Ordering::AcqRel);
         if let Some((armed, barrier)) = &self.gate {
             if armed.swap(false, Ordering::AcqRel) {
                 barrier.wait(); // in the try
@@ -609,8 +612,16 @@ fn a_concurrent_check_of_another_key_does_not_hold_a_completed_operation() {
         let p = p.clone();
         std::thread::spawn(move || p.check_and_complete(&key("b")))
     };
-    // The checker tried `x` (not ready) and now waits in `slow`'s try.
+    // The checker tried `x` (not ready) and now waits in `slow`'s try: a
+    // list keeps its watch order while nothing leaves it. (Operations after
+    // a slow one in a check's chunk are held through its try: see
+    // `DelayedOperation`.)
     barrier.wait();
+    assert_eq!(
+        x.tries.load(Ordering::Acquire),
+        3,
+        "two by the watch, one by the check"
+    );
     x.ready.store(true, Ordering::Release);
     let done = x.completion();
     drop(x);

@@ -592,9 +592,9 @@ fn shards_merge_in_deadline_order_and_cancel_from_any_thread() {
     assert_eq!(*order, expected, "deadline order across shards");
 }
 
-/// Kafka's `advanceClock` answer: whether a bucket expired (tasks ran)
-/// during the call; `false` when nothing was due, with the clock still or
-/// moved short of the next deadline.
+/// Kafka's `advanceClock` answer: whether a bucket came due during the
+/// call (even one whose tasks were all cancelled); `false` when nothing
+/// was due, with the clock still or moved short of the next deadline.
 #[test]
 fn advance_clock_says_whether_anything_was_due() {
     let clock = ManualClock::new();

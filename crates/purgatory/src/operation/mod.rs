@@ -66,9 +66,14 @@ pub(crate) use links::{Links, LinksCell, LinksGuard};
 /// from inside a callback, when the outermost purgatory call on that thread
 /// returns), never while it holds one of its own locks or an operation
 /// lock. So if the caller kept no handle, `Drop` runs then, on that thread,
-/// unless a check of another of its keys is trying it at that moment on
-/// another thread: that check holds a copy while it locks and tries the
-/// operation, and then lets go of it, so `Drop` runs there.
+/// unless another purgatory call holds a passing copy at that moment: a
+/// check or [`cancel_for_key`](crate::Purgatory::cancel_for_key) of another
+/// of its keys (which copies that key's list, a check up to 64 operations
+/// at a time, and lets go of each copy once it has handled that operation),
+/// a shutdown (likewise, for every list), or its expiry firing then (which
+/// waits for its lock). `Drop` then runs when that call lets go, on its
+/// thread, also never under a lock; the operation's waiters may have been
+/// woken before.
 /// The caller may hold its own locks (Kafka calls `tryCompleteElseWatch`
 /// under the group lock), so a `Drop` implementation must not block, must
 /// not take locks that callers of the purgatory may hold, and must not call
@@ -457,9 +462,9 @@ impl<Op: DelayedOperation> Operation<Op> {
     /// `on_expiration`) ran, also when taken while they run on another
     /// thread: waiters are woken once the call that finished the operation
     /// has released its locks and the purgatory's reference (so an
-    /// operation nobody else holds has been dropped by then, unless a check
-    /// of another of its keys on another thread is still trying it; see
-    /// [`DelayedOperation`]). Taken on the
+    /// operation nobody else holds has been dropped by then, unless another
+    /// call holds a passing copy; see [`DelayedOperation`] on where
+    /// operations are dropped). Taken on the
     /// thread running the callbacks (from inside them), it is ready at
     /// once. The first call allocates the operation's list of waiters; an
     /// operation nobody awaits pays nothing.
