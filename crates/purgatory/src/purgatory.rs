@@ -492,9 +492,9 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
     /// waiters are woken, and the purgatory holds no reference to them (but
     /// for passing copies held by calls on other threads, see
     /// [`DelayedOperation`] on where operations are dropped); a key whose
-    /// list became empty is removed. Call it without holding locks that `try_complete`
-    /// implementations take, and mind the lock order when calling it from a
-    /// callback (see [`DelayedOperation`]).
+    /// list became empty is removed. Call it without holding locks that
+    /// `try_complete` implementations take, and mind the lock order when
+    /// calling it from a callback (see [`DelayedOperation`]).
     ///
     /// `key` may be any borrowed form of the key type, as for
     /// [`HashMap::get`](std::collections::HashMap::get): a `&str` for
