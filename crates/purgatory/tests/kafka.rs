@@ -10,7 +10,7 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use common::*;
-use purgatory::{DelayedOperation, Operation, Purgatory};
+use purgatory::{DelayedOperation, ManualClock, Operation, Purgatory};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -329,4 +329,102 @@ fn try_complete_with_multiple_threads() {
         o.assert_sound();
     }
     assert_eq!((p.watched(), p.delayed(), p.watched_keys()), (0, 0, 0));
+}
+
+/// KAFKA-19312 (and 17848, 17948, 18022): the expiration ran `onComplete`
+/// while a request thread was still inside `tryComplete` for the same
+/// operation. Here the expiry takes the operation lock, so it waits for a
+/// try in flight, and no try starts once the operation has completed.
+///
+/// A check's try holds the lock until the expiry has had time to reach it
+/// (a bounded wait for something that must not happen, not a wait for an
+/// expiry); the expiry runs on another thread meanwhile.
+#[test]
+fn expiry_waits_for_a_try_in_flight() {
+    use std::sync::atomic::AtomicBool;
+
+    struct Slow {
+        in_try: AtomicBool,
+        hold: AtomicBool,
+        entered: parking_lot::Mutex<mpsc::Sender<()>>,
+        completed: parking_lot::Mutex<mpsc::Sender<()>>,
+        completed_rx: parking_lot::Mutex<mpsc::Receiver<()>>,
+        completions: AtomicUsize,
+        completed_during_try: AtomicBool,
+        tried_after_completion: AtomicBool,
+    }
+    impl DelayedOperation for Slow {
+        fn timeout(&self) -> Duration {
+            Duration::from_millis(10)
+        }
+        fn try_complete(&self) -> bool {
+            if self.completions.load(Ordering::SeqCst) > 0 {
+                self.tried_after_completion.store(true, Ordering::SeqCst);
+            }
+            if self.hold.swap(false, Ordering::SeqCst) {
+                self.in_try.store(true, Ordering::SeqCst);
+                self.entered.lock().send(()).unwrap();
+                // `on_complete` must not start before this try returns.
+                let early = self
+                    .completed_rx
+                    .lock()
+                    .recv_timeout(Duration::from_millis(100));
+                self.completed_during_try
+                    .store(early.is_ok(), Ordering::SeqCst);
+                self.in_try.store(false, Ordering::SeqCst);
+            }
+            false
+        }
+        fn on_complete(&self) {
+            if self.in_try.load(Ordering::SeqCst) {
+                self.completed_during_try.store(true, Ordering::SeqCst);
+            }
+            self.completions.fetch_add(1, Ordering::SeqCst);
+            let _ = self.completed.lock().send(());
+        }
+        fn on_expiration(&self) {}
+    }
+
+    let clock = ManualClock::new();
+    let p: Purgatory<Key, Slow> = Purgatory::builder("mock")
+        .clock(clock.clone())
+        .reaper(false)
+        .build()
+        .expect("purgatory");
+    let (entered_tx, entered_rx) = mpsc::channel();
+    let (completed_tx, completed_rx) = mpsc::channel();
+    let r = Operation::new(Slow {
+        in_try: AtomicBool::new(false),
+        hold: AtomicBool::new(false),
+        entered: parking_lot::Mutex::new(entered_tx),
+        completed: parking_lot::Mutex::new(completed_tx),
+        completed_rx: parking_lot::Mutex::new(completed_rx),
+        completions: AtomicUsize::new(0),
+        completed_during_try: AtomicBool::new(false),
+        tried_after_completion: AtomicBool::new(false),
+    });
+    assert_eq!(p.try_complete_else_watch(r.clone(), [key("a")]), Ok(false));
+    r.hold.store(true, Ordering::SeqCst);
+    let (checked, due) = std::thread::scope(|s| {
+        let checking = s.spawn(|| p.check_and_complete(&key("a")));
+        entered_rx
+            .recv()
+            .expect("the check is trying the operation");
+        // The timeout passes while the try is in flight.
+        clock.advance_ms(10);
+        let expiring = s.spawn(|| p.advance_clock(Duration::ZERO));
+        (checking.join().unwrap(), expiring.join().unwrap())
+    });
+    assert!(
+        !r.completed_during_try.load(Ordering::SeqCst),
+        "on_complete ran while try_complete was in flight"
+    );
+    assert_eq!(checked, 0, "the try said no");
+    assert!(due, "the timeout was due");
+    assert!(r.is_expired());
+    assert_eq!(r.completions.load(Ordering::SeqCst), 1);
+    assert!(!r.tried_after_completion.load(Ordering::SeqCst));
+    assert_eq!(p.check_and_complete(&key("a")), 0, "nothing left to try");
+    assert!(!r.tried_after_completion.load(Ordering::SeqCst));
+    assert_eq!((p.watched(), p.delayed()), (0, 0));
 }
