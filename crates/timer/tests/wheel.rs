@@ -209,6 +209,35 @@ fn a_panicking_callback_strands_no_task_of_a_coarse_bucket() {
     assert!(wheel.is_empty());
 }
 
+/// A callback that panics in a level-0 flush leaves the flush's other
+/// tasks in the wheel; the next advance hands them out first, even one with
+/// an earlier `now_ms`: they were due at the wheel's time, which does not
+/// go back. Nothing else comes out early.
+#[test]
+fn a_panicking_level_0_flush_is_finished_by_the_next_advance_whatever_its_now() {
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+    let mut wheel = TimingWheel::new(1, 20, 0).unwrap();
+    for task in [1, 2, 3] {
+        schedule(&mut wheel, 10, task);
+    }
+    schedule(&mut wheel, 15, 4);
+    let cut = catch_unwind(AssertUnwindSafe(|| {
+        wheel.advance(10, |t| panic!("the callback panics on {t}"))
+    }));
+    assert!(cut.is_err());
+    assert_eq!((wheel.current_time(), wheel.len()), (10, 3));
+    let mut fired = Vec::new();
+    assert_eq!(wheel.advance(0, |t| fired.push(t)), 2);
+    fired.sort();
+    assert_eq!(fired.len(), 2);
+    assert!(fired.iter().all(|t| (1..=3).contains(t)), "{fired:?}");
+    // An earlier `now` expires nothing new; the wheel's time stays.
+    assert_eq!(wheel.advance(5, |t| panic!("{t} is not due")), 0);
+    assert_eq!((wheel.current_time(), wheel.len()), (10, 1));
+    assert_eq!(wheel.advance(15, |t| assert_eq!(t, 4)), 1);
+    assert!(wheel.is_empty());
+}
+
 /// Dropping a wheel drops every pending task even if one's `Drop` panics
 /// (as a `Vec` does); the panic goes on to the caller.
 #[test]

@@ -61,6 +61,12 @@ impl<T> TimingWheel<T> {
     /// [`next_expiration`](Self::next_expiration)); after a longer jump,
     /// tasks that a coarse bucket's cascade finds already due come out as
     /// they are found, ahead of earlier ones waiting in finer buckets.
+    ///
+    /// The wheel's time ([`current_time`](Self::current_time)) never goes
+    /// back: a `now_ms` before it expires nothing new. If `expired` panics,
+    /// the panic reaches the caller and the tasks not yet handed out stay in
+    /// the wheel; the next call hands out those already due at the wheel's
+    /// time first, whatever its `now_ms`.
     pub fn advance(&mut self, now_ms: u64, mut expired: impl FnMut(T)) -> usize {
         let mut count = 0;
         loop {
