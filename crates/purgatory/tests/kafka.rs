@@ -369,8 +369,9 @@ fn expiry_waits_for_a_try_in_flight() {
                     .completed_rx
                     .lock()
                     .recv_timeout(Duration::from_millis(100));
-                self.completed_during_try
-                    .store(early.is_ok(), Ordering::SeqCst);
+                if early.is_ok() {
+                    self.completed_during_try.store(true, Ordering::SeqCst);
+                }
                 self.in_try.store(false, Ordering::SeqCst);
             }
             false
