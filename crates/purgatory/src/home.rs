@@ -22,11 +22,11 @@ use timer::internal::ShutdownGate;
 use timer::{Timer, TimerHandle};
 
 use crate::members::{Members, Spill};
-use crate::operation::{DelayedOperation, Owner, OwnerRef, Shared};
+use crate::operation::{DelayedOperation, Owner, OwnerRef, Shared, Site};
 use crate::outcome::Outcome;
 use crate::release::ExpiryTask;
 use crate::retire::{RetireQueue, Retired, Unwatch};
-use crate::stats::{Metrics, PurgatoryStats};
+use crate::stats::{Metrics, Panics, PurgatoryStats};
 use crate::stripe::StripedCounter;
 use crate::sync::{AtomicBool, Ordering};
 
@@ -41,6 +41,7 @@ pub(crate) struct Home<Op: DelayedOperation> {
     completed: StripedCounter,
     expired: StripedCounter,
     cancelled: StripedCounter,
+    panics: Panics,
     metrics: Metrics,
     shut_down: AtomicBool,
     /// Lets one `shutdown` through, and has the others wait for it.
@@ -55,6 +56,7 @@ impl<Op: DelayedOperation> Home<Op> {
     ) -> Self {
         Home {
             metrics: Metrics::new(&name),
+            panics: Panics::new(&name),
             name,
             timer,
             index,
@@ -78,6 +80,14 @@ impl<Op: DelayedOperation> Home<Op> {
 
     pub(crate) fn addr(self: &Arc<Self>) -> *const () {
         Arc::as_ptr(self).cast()
+    }
+
+    /// Where this purgatory's operations' callbacks run.
+    pub(crate) fn site(&self) -> Site<'_> {
+        Site {
+            name: &self.name,
+            panics: Some(&self.panics),
+        }
     }
 
     pub(crate) fn add_watched(&self, n: usize) {
@@ -127,6 +137,7 @@ impl<Op: DelayedOperation> Home<Op> {
             completed: self.completed.sum(),
             expired: self.expired.sum(),
             cancelled: self.cancelled.sum(),
+            panicked: self.panics.get(),
         };
         self.metrics.publish(stats.watched, stats.delayed);
         stats
@@ -178,8 +189,8 @@ impl<Op: DelayedOperation> Home<Op> {
 }
 
 impl<Op: DelayedOperation> Owner<Op> for Home<Op> {
-    fn name(&self) -> &str {
-        &self.name
+    fn site(&self) -> Site<'_> {
+        Home::site(self)
     }
 
     fn left(

@@ -54,11 +54,13 @@
 //!   and [`Purgatory::delayed`] are O(1), lock-free reads. With the `metrics`
 //!   cargo feature the two gauges are published through the `metrics`
 //!   facade, set by the reaper once per poll interval (and by `stats`,
-//!   `advance_clock` and `shutdown`), and each expiration is counted.
+//!   `advance_clock` and `shutdown`), and each expiration and each
+//!   callback that panicked is counted.
 //! * No user callback runs while a purgatory lock is held, so callbacks may
 //!   call back into the purgatory. Panics in callbacks (and in an
 //!   operation's `Drop` when the purgatory lets go of it) are caught at the
-//!   purgatory boundary and logged (`log::error!`); a panicking
+//!   purgatory boundary and logged (`log::error!`), and the callbacks'
+//!   counted ([`PurgatoryStats::panicked`]); a panicking
 //!   `try_complete` counts as "not complete", a panicking `on_complete`
 //!   still leaves the operation completed and unwatched. A key whose `Hash`
 //!   or `Eq` panics leaves no partial watch; that panic reaches the caller.

@@ -272,20 +272,20 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
         // and spill room for this one's memberships if it has many keys.
         let keys_hint = keys.size_hint().0;
         let spare = self.home.drop_unlinked(Members::room_for(keys_hint));
-        let name = self.home.name.as_str();
+        let site = self.home.site();
         let (epoch, timeout) = {
             let guard = shared.lock();
             let settled = if shared.is_completed() {
                 Some(Err((PurgatoryError::AlreadyCompleted, None)))
             } else if shared.is_watched() {
                 Some(Err((PurgatoryError::AlreadyWatched, None)))
-            } else if shared.try_complete_guarded(name) || shared.is_completed() {
+            } else if shared.try_complete_guarded(site) || shared.is_completed() {
                 // A try may force its own completion (Kafka's habit): then
                 // it has completed whatever it answers, and `finish` finds
                 // it done. Not watched yet: it leaves no list, and no owner
                 // counts it, so it is counted here, once, however it
                 // completed.
-                let released = shared.finish_in(Outcome::Completed, name);
+                let released = shared.finish_in(Outcome::Completed, site);
                 self.home.count(Outcome::Completed);
                 Some(Ok((true, released)))
             } else {
@@ -299,7 +299,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
                 return result;
             }
             let timeout =
-                guarded(name, "timeout", || shared.op().timeout()).unwrap_or(Duration::ZERO);
+                guarded(site, "timeout", || shared.op().timeout()).unwrap_or(Duration::ZERO);
             // Marked watched before it joins any list, so that a check
             // finding it there does not skip it (see `OpState`). We hold its
             // lock, so no other thread completes it meanwhile; but the key
@@ -330,7 +330,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
                 return Err((PurgatoryError::Shutdown, released));
             }
             // Counted by the owner when it leaves, by `finish` or the force.
-            if shared.try_complete_guarded(name) || shared.is_completed() {
+            if shared.try_complete_guarded(site) || shared.is_completed() {
                 return Ok((true, shared.finish(Outcome::Completed)));
             }
             (epoch, timeout)
@@ -504,7 +504,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
     where
         K: Borrow<Q>,
     {
-        let name = self.home.name.as_str();
+        let site = self.home.site();
         // On the stack: a check of a short list (a heartbeat's one
         // operation) allocates nothing.
         let mut batch = StackBuf::<_, CHECK_CHUNK>::new();
@@ -519,7 +519,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
             // operations after it (only through those before it). No lock
             // is held here; a copy may be the last reference.
             batch.drain_each(|(op, stay)| {
-                let (done, token) = op.check(name, stay);
+                let (done, token) = op.check(site, stay);
                 completed += usize::from(done);
                 released.extend(token);
                 let_go(op);
@@ -530,7 +530,10 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
         }
         if completed > 0 {
             self.home.free_own_retired();
-            log::debug!("purgatory {name}: completed {completed} operations for key {key:?}");
+            log::debug!(
+                "purgatory {}: completed {completed} operations for key {key:?}",
+                site.name
+            );
         }
         released.drain_each(let_go);
         release::flush();

@@ -1,6 +1,8 @@
 //! The purgatory's gauges and counts ([`PurgatoryStats`]) and, with the
 //! `metrics` feature, their publication through the `metrics` crate facade
-//! under Kafka's names.
+//! under Kafka's names (and one of ours, for callbacks that panicked).
+
+use crate::sync::{AtomicUsize, Ordering};
 
 /// A snapshot of a purgatory's gauges and counts; see
 /// [`Purgatory::stats`](crate::Purgatory::stats).
@@ -34,6 +36,48 @@ pub struct PurgatoryStats {
     /// Operations cancelled ([`Outcome::Cancelled`](crate::Outcome)), since
     /// the purgatory was built.
     pub cancelled: usize,
+    /// Operation callbacks (`timeout`, `try_complete`, `on_complete`,
+    /// `on_expiration`) that panicked while this purgatory ran them, since
+    /// it was built. The purgatory catches such a panic, logs it at `error`
+    /// and goes on (see the crate docs); this count is what to alert on.
+    /// It includes callbacks run by an
+    /// [`Operation::force_complete`](crate::Operation::force_complete) of an
+    /// operation watched here, but not panics in an operation's or a key's
+    /// `Drop`, or in a waker, which are only logged.
+    pub panicked: usize,
+}
+
+/// A purgatory's count of operation callbacks that panicked (see
+/// [`PurgatoryStats::panicked`]) and, with the `metrics` feature, the
+/// counter it also goes to. Panics are rare: one plain atomic does.
+pub(crate) struct Panics {
+    count: AtomicUsize,
+    #[cfg(feature = "metrics")]
+    counter: metrics::Counter,
+}
+
+impl Panics {
+    pub(crate) fn new(_name: &str) -> Self {
+        Panics {
+            count: AtomicUsize::new(0),
+            #[cfg(feature = "metrics")]
+            counter: metrics::counter!(
+                "CallbackPanicsPerSec",
+                &[("delayedOperation", _name.to_owned())]
+            ),
+        }
+    }
+
+    /// Counts one panic.
+    pub(crate) fn add(&self) {
+        self.count.fetch_add(1, Ordering::Relaxed);
+        #[cfg(feature = "metrics")]
+        self.counter.increment(1);
+    }
+
+    pub(crate) fn get(&self) -> usize {
+        self.count.load(Ordering::Relaxed)
+    }
 }
 
 /// Where the figures are published: nowhere without the `metrics` feature.

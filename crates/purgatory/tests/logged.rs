@@ -1,8 +1,11 @@
 //! What the purgatory reports through `log`: a panic in user code is caught
 //! at the boundary and logged at error level, naming the purgatory and
 //! what panicked, on the timeout path (the executor thread) as on a
-//! caller's. A test binary of its own: it installs the process's logger.
+//! caller's; a callback's panic is also counted in the purgatory's
+//! `stats().panicked`. A test binary of its own: it installs the process's
+//! logger.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
@@ -89,6 +92,9 @@ fn panics_in_callbacks_are_logged_with_the_purgatory_and_the_callback() {
         "try_complete",
         "boom in try_complete"
     ]));
+    assert_eq!(p.stats().panicked, 2, "the watch's two tries");
+    assert_eq!(p.check_and_complete(&1), 0);
+    assert_eq!(p.stats().panicked, 3, "and the check's");
     let completing = Operation::new(PanicsIn::Complete);
     assert_eq!(p.try_complete_else_watch(completing.clone(), [2]), Ok(true));
     assert_eq!(completing.outcome(), Some(Outcome::Completed));
@@ -97,6 +103,7 @@ fn panics_in_callbacks_are_logged_with_the_purgatory_and_the_callback() {
         "on_complete",
         "boom in on_complete"
     ]));
+    assert_eq!(p.stats().panicked, 4);
 
     // On the timeout path, on the executor thread.
     let expiring = Operation::new(PanicsIn::Expiration);
@@ -110,4 +117,58 @@ fn panics_in_callbacks_are_logged_with_the_purgatory_and_the_callback() {
         "on_expiration",
         "boom in on_expiration"
     ]));
+    assert_eq!(p.stats().panicked, 6, "both expirations");
+
+    // Forced by its owner while watched here: still this purgatory's.
+    let forced = Operation::new(PanicsIn::Complete);
+    assert_eq!(p.try_complete_else_watch(forced.clone(), [4]), Ok(true));
+    let forced = Operation::new(PanicsIn::Expiration);
+    assert_eq!(p.try_complete_else_watch(forced.clone(), [5]), Ok(false));
+    assert!(forced.force_complete());
+    assert_eq!(p.stats().panicked, 7);
+}
+
+/// Completes once told to; its `on_complete` panics.
+struct Flip(AtomicBool);
+
+impl DelayedOperation for Flip {
+    fn timeout(&self) -> Duration {
+        Duration::from_secs(30)
+    }
+    fn try_complete(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+    fn on_complete(&self) {
+        panic!("boom in a flipped on_complete");
+    }
+}
+
+#[test]
+fn a_panic_is_reported_by_the_purgatory_that_ran_the_callback() {
+    captured();
+    let p: Purgatory<u32, Flip> = Purgatory::builder("joining").reaper(false).build().unwrap();
+
+    // Completed by a check of a key it joined while its watch still joins
+    // the others: no purgatory owns it yet, the checking one runs it.
+    let op = Operation::new(Flip(AtomicBool::new(false)));
+    let inner = op.clone();
+    let keys = (0..3u32).inspect(|&k| {
+        if k == 1 {
+            inner.0.store(true, Ordering::SeqCst);
+            assert_eq!(p.check_and_complete(&0), 1);
+        }
+    });
+    assert_eq!(p.try_complete_else_watch(op.clone(), keys), Ok(true));
+    assert!(logged(&[
+        "purgatory joining",
+        "on_complete",
+        "boom in a flipped on_complete"
+    ]));
+    assert_eq!(p.stats().panicked, 1);
+
+    // Forced before any watch: no purgatory ran it, none counts it.
+    let unwatched = Operation::new(Flip(AtomicBool::new(false)));
+    assert!(unwatched.force_complete());
+    assert!(logged(&["purgatory <unwatched>", "on_complete"]));
+    assert_eq!(p.stats().panicked, 1);
 }

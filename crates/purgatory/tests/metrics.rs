@@ -1,5 +1,6 @@
-//! With the `metrics` feature, a purgatory publishes Kafka's gauges and its
-//! expiration count through the `metrics` facade, labelled with its name:
+//! With the `metrics` feature, a purgatory publishes Kafka's gauges, its
+//! expiration count and its count of callbacks that panicked through the
+//! `metrics` facade, labelled with its name:
 //! `cargo test -p purgatory --features metrics --test metrics`.
 #![cfg(feature = "metrics")]
 
@@ -212,4 +213,20 @@ fn the_reaper_sets_the_gauges_once_per_poll_interval() {
     assert_eq!(p.check_and_complete(&key("a")), 4);
     eventually(&registry, SIZE, 0);
     eventually(&registry, DELAYED, 0);
+}
+
+#[test]
+fn callback_panics_are_counted_under_a_name_of_ours() {
+    let registry = Registry::default();
+    let p: Purgatory<Key, MockOp> = metrics::with_local_recorder(&registry, || {
+        Purgatory::builder("Loud").reaper(false).build().unwrap()
+    });
+    const PANICS: &str = "CallbackPanicsPerSec{delayedOperation=Loud}";
+    assert_eq!(registry.get(PANICS), Some(0));
+    let bad = op_with(|o| o.panic_in_complete = true);
+    p.try_complete_else_watch(bad.clone(), [key("a")]).unwrap();
+    bad.set_completable();
+    assert_eq!(p.check_and_complete(&key("a")), 1);
+    assert_eq!(registry.get(PANICS), Some(1));
+    assert_eq!(p.stats().panicked, 1);
 }

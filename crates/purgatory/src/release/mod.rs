@@ -39,7 +39,7 @@ use std::sync::{Arc, Weak};
 use timer::internal::{discard_panic, panic_message};
 use timer::TimerTask;
 
-use crate::operation::{DelayedOperation, Operation, OwnerRef, Shared};
+use crate::operation::{DelayedOperation, Operation, OwnerRef, Shared, Site};
 use crate::outcome::{Outcome, Signal};
 
 thread_local! {
@@ -51,10 +51,10 @@ thread_local! {
     static HELD: RefCell<VecDeque<Box<dyn Any>>> = const { RefCell::new(VecDeque::new()) };
 }
 
-/// Calls a user callback, catching and logging a panic. Returns `None` if it
-/// panicked. While it runs, purgatory calls it makes hold back what they
-/// release (see the module docs).
-pub(crate) fn guarded<R>(purgatory: &str, what: &str, f: impl FnOnce() -> R) -> Option<R> {
+/// Calls a user callback for `site`, catching, logging and counting a
+/// panic. Returns `None` if it panicked. While it runs, purgatory calls it
+/// makes hold back what they release (see the module docs).
+pub(crate) fn guarded<R>(site: Site<'_>, what: &str, f: impl FnOnce() -> R) -> Option<R> {
     DEPTH.with(|d| d.set(d.get() + 1));
     let result = catch_unwind(AssertUnwindSafe(f));
     DEPTH.with(|d| d.set(d.get() - 1));
@@ -62,8 +62,11 @@ pub(crate) fn guarded<R>(purgatory: &str, what: &str, f: impl FnOnce() -> R) -> 
         Ok(r) => Some(r),
         Err(panic) => {
             let msg = panic_message(&*panic);
-            log::error!("purgatory {purgatory}: {what} panicked: {msg}");
+            log::error!("purgatory {}: {what} panicked: {msg}", site.name);
             discard_panic(panic);
+            if let Some(panics) = site.panics {
+                panics.add();
+            }
             None
         }
     }
@@ -187,26 +190,27 @@ impl<Op: DelayedOperation> Shared<Op> {
     /// Completes the operation (`Completed` or `Expired`) if nobody has:
     /// steps 1 to 3. Lock held. `None` if it had completed before.
     pub(crate) fn finish(self: &Arc<Self>, outcome: Outcome) -> Option<Released<Op>> {
-        self.finish_in(outcome, "<unwatched>")
+        self.finish_in(outcome, Site::UNWATCHED)
     }
 
-    /// [`finish`](Self::finish), naming the purgatory `unwatched` in the
-    /// log if a callback panics while no purgatory watches the operation
-    /// (a watch's first try completed it).
+    /// [`finish`](Self::finish), with the callbacks run for `unwatched` if
+    /// no purgatory has attached the operation: a watch's first try
+    /// completed it, or a check completed it while its watch was still
+    /// joining lists (the purgatory watching it is then the checking one).
     pub(crate) fn finish_in(
         self: &Arc<Self>,
         outcome: Outcome,
-        unwatched: &str,
+        unwatched: Site<'_>,
     ) -> Option<Released<Op>> {
         debug_assert!(outcome != Outcome::Cancelled);
         if !self.state.decide(outcome) {
             return None;
         }
         let (mut released, owner) = self.unlink(outcome);
-        let name = owner.as_ref().map_or(unwatched, |o| o.name());
-        guarded(name, "on_complete", || self.op().on_complete());
+        let site = owner.as_ref().map_or(unwatched, |o| o.site());
+        guarded(site, "on_complete", || self.op().on_complete());
         if outcome == Outcome::Expired {
-            guarded(name, "on_expiration", || self.op().on_expiration());
+            guarded(site, "on_expiration", || self.op().on_expiration());
         }
         if self.state.settle() {
             released.late = self
@@ -228,8 +232,8 @@ impl<Op: DelayedOperation> Shared<Op> {
     }
 
     /// `try_complete`, with a panic counting as "not complete". Lock held.
-    pub(crate) fn try_complete_guarded(&self, purgatory: &str) -> bool {
-        guarded(purgatory, "try_complete", || self.op().try_complete()).unwrap_or(false)
+    pub(crate) fn try_complete_guarded(&self, site: Site<'_>) -> bool {
+        guarded(site, "try_complete", || self.op().try_complete()).unwrap_or(false)
     }
 
     /// The `check_and_complete` step for one operation found in a list of
@@ -239,7 +243,7 @@ impl<Op: DelayedOperation> Shared<Op> {
     /// go of.
     pub(crate) fn check(
         self: &Arc<Self>,
-        purgatory: &str,
+        site: Site<'_>,
         epoch: u32,
     ) -> (bool, Option<Released<Op>>) {
         if !self.is_pending() {
@@ -252,8 +256,8 @@ impl<Op: DelayedOperation> Shared<Op> {
         // Counted when `try_complete` says yes, or completed the operation
         // itself (by force) whatever it said: it was pending, and the lock
         // held since, so this call completed it.
-        if self.try_complete_guarded(purgatory) || self.is_completed() {
-            (true, self.finish(Outcome::Completed))
+        if self.try_complete_guarded(site) || self.is_completed() {
+            (true, self.finish_in(Outcome::Completed, site))
         } else {
             (false, None)
         }
