@@ -22,16 +22,17 @@ use timer::internal::ShutdownGate;
 use timer::{Timer, TimerHandle};
 
 use crate::members::{Members, Spill};
-use crate::operation::{DelayedOperation, Owner, OwnerRef, Shared, Site};
+use crate::operation::{DelayedOperation, Owner, OwnerRef, Shared};
 use crate::outcome::Outcome;
 use crate::release::ExpiryTask;
 use crate::retire::{RetireQueue, Retired, Unwatch};
-use crate::stats::{Metrics, Panics, PurgatoryStats};
+use crate::stats::{Metrics, PurgatoryStats, Site};
 use crate::stripe::StripedCounter;
 use crate::sync::{AtomicBool, Ordering};
 
 pub(crate) struct Home<Op: DelayedOperation> {
-    pub(crate) name: String,
+    /// The purgatory's name and its count of callbacks that panicked.
+    pub(crate) site: Site,
     pub(crate) timer: Arc<Timer<ExpiryTask<Op>>>,
     /// The purgatory's watch lists, reached without the key type.
     index: Arc<dyn Unwatch<Op>>,
@@ -41,7 +42,6 @@ pub(crate) struct Home<Op: DelayedOperation> {
     completed: StripedCounter,
     expired: StripedCounter,
     cancelled: StripedCounter,
-    panics: Panics,
     metrics: Metrics,
     shut_down: AtomicBool,
     /// Lets one `shutdown` through, and has the others wait for it.
@@ -56,8 +56,7 @@ impl<Op: DelayedOperation> Home<Op> {
     ) -> Self {
         Home {
             metrics: Metrics::new(&name),
-            panics: Panics::new(&name),
-            name,
+            site: Site::new(name),
             timer,
             index,
             retired: RetireQueue::new(),
@@ -82,12 +81,8 @@ impl<Op: DelayedOperation> Home<Op> {
         Arc::as_ptr(self).cast()
     }
 
-    /// Where this purgatory's operations' callbacks run.
-    pub(crate) fn site(&self) -> Site<'_> {
-        Site {
-            name: &self.name,
-            panics: Some(&self.panics),
-        }
+    pub(crate) fn name(&self) -> &str {
+        &self.site.name
     }
 
     pub(crate) fn add_watched(&self, n: usize) {
@@ -137,7 +132,7 @@ impl<Op: DelayedOperation> Home<Op> {
             completed: self.completed.sum(),
             expired: self.expired.sum(),
             cancelled: self.cancelled.sum(),
-            panicked: self.panics.get(),
+            panicked: self.site.panicked(),
         };
         self.metrics.publish(stats.watched, stats.delayed);
         stats
@@ -189,8 +184,8 @@ impl<Op: DelayedOperation> Home<Op> {
 }
 
 impl<Op: DelayedOperation> Owner<Op> for Home<Op> {
-    fn site(&self) -> Site<'_> {
-        Home::site(self)
+    fn site(&self) -> Option<&Site> {
+        Some(&self.site)
     }
 
     fn left(
@@ -209,7 +204,7 @@ impl<Op: DelayedOperation> Owner<Op> for Home<Op> {
         }
         self.count(outcome);
         if outcome == Outcome::Expired {
-            log::debug!("purgatory {}: an operation expired", self.name);
+            log::debug!("purgatory {}: an operation expired", self.name());
         }
         if !members.is_empty() || timer.is_some() {
             let retired = Retired {

@@ -220,7 +220,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
         self.home.publish();
         log::debug!(
             "purgatory {}: shut down with {} pending operations ({:?} policy)",
-            self.home.name,
+            self.home.name(),
             pending.len(),
             self.policy
         );
@@ -239,7 +239,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
 
     /// The purgatory's name (also its timer's, and in its reaper thread's).
     pub fn name(&self) -> &str {
-        &self.home.name
+        self.home.name()
     }
 
     /// The clock timeouts are measured with.
@@ -268,7 +268,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Drop for Purgatory<K, Op, 
 impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> fmt::Debug for Purgatory<K, Op, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Purgatory")
-            .field("name", &self.home.name)
+            .field("name", &self.home.name())
             .field("stats", &self.stats())
             .field("keys", &self.index.keys())
             .field("shutdown_policy", &self.policy)

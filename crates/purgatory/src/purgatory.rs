@@ -272,7 +272,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
         // and spill room for this one's memberships if it has many keys.
         let keys_hint = keys.size_hint().0;
         let spare = self.home.drop_unlinked(Members::room_for(keys_hint));
-        let site = self.home.site();
+        let site = Some(&self.home.site);
         let (epoch, timeout) = {
             let guard = shared.lock();
             let settled = if shared.is_completed() {
@@ -403,7 +403,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
             timer.add(timeout, ExpiryTask::new(shared, epoch))
         }))
         .unwrap_or_else(|panic| {
-            let name = &self.home.name;
+            let name = self.home.name();
             log::error!(
                 "purgatory {name}: the clock panicked arming a timeout, which expires at once: {}",
                 panic_message(&*panic)
@@ -504,7 +504,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
     where
         K: Borrow<Q>,
     {
-        let site = self.home.site();
+        let site = Some(&self.home.site);
         // On the stack: a check of a short list (a heartbeat's one
         // operation) allocates nothing.
         let mut batch = StackBuf::<_, CHECK_CHUNK>::new();
@@ -530,10 +530,8 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
         }
         if completed > 0 {
             self.home.free_own_retired();
-            log::debug!(
-                "purgatory {}: completed {completed} operations for key {key:?}",
-                site.name
-            );
+            let name = self.home.name();
+            log::debug!("purgatory {name}: completed {completed} operations for key {key:?}");
         }
         released.drain_each(let_go);
         release::flush();

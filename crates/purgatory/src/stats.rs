@@ -47,36 +47,41 @@ pub struct PurgatoryStats {
     pub panicked: usize,
 }
 
-/// A purgatory's count of operation callbacks that panicked (see
-/// [`PurgatoryStats::panicked`]) and, with the `metrics` feature, the
-/// counter it also goes to. Panics are rare: one plain atomic does.
-pub(crate) struct Panics {
-    count: AtomicUsize,
+/// On whose behalf user callbacks run: a purgatory's name, for the log if
+/// one panics, and its count of those that did (see
+/// [`PurgatoryStats::panicked`]), which with the `metrics` feature also
+/// goes to a counter. Callbacks are passed it as one pointer (`None` for
+/// an operation no purgatory watches). Panics are rare: one plain atomic
+/// does.
+pub(crate) struct Site {
+    pub(crate) name: String,
+    panicked: AtomicUsize,
     #[cfg(feature = "metrics")]
     counter: metrics::Counter,
 }
 
-impl Panics {
-    pub(crate) fn new(_name: &str) -> Self {
-        Panics {
-            count: AtomicUsize::new(0),
+impl Site {
+    pub(crate) fn new(name: String) -> Self {
+        Site {
             #[cfg(feature = "metrics")]
             counter: metrics::counter!(
                 "CallbackPanicsPerSec",
-                &[("delayedOperation", _name.to_owned())]
+                &[("delayedOperation", name.clone())]
             ),
+            name,
+            panicked: AtomicUsize::new(0),
         }
     }
 
-    /// Counts one panic.
-    pub(crate) fn add(&self) {
-        self.count.fetch_add(1, Ordering::Relaxed);
+    /// Counts one callback that panicked.
+    pub(crate) fn count_panic(&self) {
+        self.panicked.fetch_add(1, Ordering::Relaxed);
         #[cfg(feature = "metrics")]
         self.counter.increment(1);
     }
 
-    pub(crate) fn get(&self) -> usize {
-        self.count.load(Ordering::Relaxed)
+    pub(crate) fn panicked(&self) -> usize {
+        self.panicked.load(Ordering::Relaxed)
     }
 }
 

@@ -35,7 +35,7 @@ use timer::TimerHandle;
 use crate::members::Members;
 use crate::oplock::{LockKind, LockWord, OpLock, OperationGuard, OperationLock};
 use crate::outcome::{Completion, OpState, Outcome, Signal};
-use crate::stats::Panics;
+use crate::stats::Site;
 use crate::sync::{AtomicU32, Ordering, RawLock};
 
 mod links;
@@ -170,9 +170,10 @@ pub(crate) type OwnerRef<Op> = Arc<Arc<dyn Owner<Op>>>;
 /// here, implemented by the purgatory (the `home` module), so that this module
 /// never names it.
 pub(crate) trait Owner<Op: DelayedOperation>: Send + Sync {
-    /// Where the operation's callbacks run: the purgatory's name, for
-    /// logs, and its count of callbacks that panicked.
-    fn site(&self) -> Site<'_>;
+    /// On whose behalf the operation's callbacks run: the purgatory's
+    /// name, for logs, and its count of callbacks that panicked (none for
+    /// an owner that counts nothing).
+    fn site(&self) -> Option<&Site>;
 
     /// `op` has left with `outcome` (operation lock held): count it out
     /// (`members.len()` watch-list entries, and one armed timer if
@@ -188,26 +189,6 @@ pub(crate) trait Owner<Op: DelayedOperation>: Send + Sync {
         armed: bool,
         outcome: Outcome,
     );
-}
-
-/// On whose behalf a user callback runs: the purgatory's name, for the log
-/// if it panics, and where that panic is counted (none for an operation no
-/// purgatory watches).
-#[derive(Clone, Copy)]
-pub(crate) struct Site<'a> {
-    pub(crate) name: &'a str,
-    pub(crate) panics: Option<&'a Panics>,
-}
-
-impl Site<'static> {
-    /// An operation completed while no purgatory watches it (forced before
-    /// any watch).
-    pub(crate) const UNWATCHED: Self = Site::named("<unwatched>");
-
-    /// A site that counts nothing, for tests and an unwatched operation.
-    pub(crate) const fn named(name: &'static str) -> Self {
-        Site { name, panics: None }
-    }
 }
 
 /// The state shared by every [`Operation`] handle, every watch-list entry and
@@ -620,8 +601,8 @@ pub(crate) struct NoOwner;
 
 #[cfg(test)]
 impl<Op: DelayedOperation> Owner<Op> for NoOwner {
-    fn site(&self) -> Site<'_> {
-        Site::named("test")
+    fn site(&self) -> Option<&Site> {
+        None
     }
     fn left(&self, _: &Arc<Shared<Op>>, _: Members, _: Option<TimerHandle>, _: bool, _: Outcome) {}
 }

@@ -39,8 +39,9 @@ use std::sync::{Arc, Weak};
 use timer::internal::{discard_panic, panic_message};
 use timer::TimerTask;
 
-use crate::operation::{DelayedOperation, Operation, OwnerRef, Shared, Site};
+use crate::operation::{DelayedOperation, Operation, OwnerRef, Shared};
 use crate::outcome::{Outcome, Signal};
+use crate::stats::Site;
 
 thread_local! {
     /// How many user callbacks the purgatory is running on this thread.
@@ -51,10 +52,11 @@ thread_local! {
     static HELD: RefCell<VecDeque<Box<dyn Any>>> = const { RefCell::new(VecDeque::new()) };
 }
 
-/// Calls a user callback for `site`, catching, logging and counting a
-/// panic. Returns `None` if it panicked. While it runs, purgatory calls it
-/// makes hold back what they release (see the module docs).
-pub(crate) fn guarded<R>(site: Site<'_>, what: &str, f: impl FnOnce() -> R) -> Option<R> {
+/// Calls a user callback on behalf of `site` (`None`: of no purgatory),
+/// catching, logging and counting a panic. Returns `None` if it panicked.
+/// While it runs, purgatory calls it makes hold back what they release (see
+/// the module docs).
+pub(crate) fn guarded<R>(site: Option<&Site>, what: &str, f: impl FnOnce() -> R) -> Option<R> {
     DEPTH.with(|d| d.set(d.get() + 1));
     let result = catch_unwind(AssertUnwindSafe(f));
     DEPTH.with(|d| d.set(d.get() - 1));
@@ -62,10 +64,11 @@ pub(crate) fn guarded<R>(site: Site<'_>, what: &str, f: impl FnOnce() -> R) -> O
         Ok(r) => Some(r),
         Err(panic) => {
             let msg = panic_message(&*panic);
-            log::error!("purgatory {}: {what} panicked: {msg}", site.name);
+            let name = site.map_or("<unwatched>", |site| site.name.as_str());
+            log::error!("purgatory {name}: {what} panicked: {msg}");
             discard_panic(panic);
-            if let Some(panics) = site.panics {
-                panics.add();
+            if let Some(site) = site {
+                site.count_panic();
             }
             None
         }
@@ -190,24 +193,25 @@ impl<Op: DelayedOperation> Shared<Op> {
     /// Completes the operation (`Completed` or `Expired`) if nobody has:
     /// steps 1 to 3. Lock held. `None` if it had completed before.
     pub(crate) fn finish(self: &Arc<Self>, outcome: Outcome) -> Option<Released<Op>> {
-        self.finish_in(outcome, Site::UNWATCHED)
+        self.finish_in(outcome, None)
     }
 
-    /// [`finish`](Self::finish), with the callbacks run for `unwatched` if
-    /// no purgatory has attached the operation: a watch's first try
-    /// completed it, or a check completed it while its watch was still
-    /// joining lists (the purgatory watching it is then the checking one).
+    /// [`finish`](Self::finish), with the callbacks run on behalf of
+    /// `unattached` if no purgatory has attached the operation: a watch's
+    /// first try completed it, or a check completed it while its watch was
+    /// still joining lists (the purgatory watching it is then the checking
+    /// one).
     pub(crate) fn finish_in(
         self: &Arc<Self>,
         outcome: Outcome,
-        unwatched: Site<'_>,
+        unattached: Option<&Site>,
     ) -> Option<Released<Op>> {
         debug_assert!(outcome != Outcome::Cancelled);
         if !self.state.decide(outcome) {
             return None;
         }
         let (mut released, owner) = self.unlink(outcome);
-        let site = owner.as_ref().map_or(unwatched, |o| o.site());
+        let site = owner.as_ref().map_or(unattached, |o| o.site());
         guarded(site, "on_complete", || self.op().on_complete());
         if outcome == Outcome::Expired {
             guarded(site, "on_expiration", || self.op().on_expiration());
@@ -232,7 +236,7 @@ impl<Op: DelayedOperation> Shared<Op> {
     }
 
     /// `try_complete`, with a panic counting as "not complete". Lock held.
-    pub(crate) fn try_complete_guarded(&self, site: Site<'_>) -> bool {
+    pub(crate) fn try_complete_guarded(&self, site: Option<&Site>) -> bool {
         guarded(site, "try_complete", || self.op().try_complete()).unwrap_or(false)
     }
 
@@ -243,7 +247,7 @@ impl<Op: DelayedOperation> Shared<Op> {
     /// go of.
     pub(crate) fn check(
         self: &Arc<Self>,
-        site: Site<'_>,
+        site: Option<&Site>,
         epoch: u32,
     ) -> (bool, Option<Released<Op>>) {
         if !self.is_pending() {

@@ -9,7 +9,7 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use crate::members::Members;
-use crate::operation::{DelayedOperation, NoOwner, Operation, OwnerRef, Shared, Site};
+use crate::operation::{DelayedOperation, NoOwner, Operation, OwnerRef, Shared};
 use crate::outcome::Outcome;
 use crate::sync::Mutex;
 
@@ -64,7 +64,7 @@ fn check(list: &List) -> Option<bool> {
         let stay = op.stay();
         (op, stay)
     });
-    found.map(|(op, stay)| op.check(Site::named("model"), stay).0)
+    found.map(|(op, stay)| op.check(None, stay).0)
 }
 
 /// A check of the list races a cancel and a new stay under another key:
