@@ -184,8 +184,8 @@ impl<Op: DelayedOperation> Home<Op> {
 }
 
 impl<Op: DelayedOperation> Owner<Op> for Home<Op> {
-    fn site(&self) -> Option<&Site> {
-        Some(&self.site)
+    fn site(&self) -> &Site {
+        &self.site
     }
 
     fn left(

@@ -50,7 +50,7 @@ fn an_operation_of_24_bytes_takes_104() {
 fn the_owner_holds_one_strong_reference_per_claim() {
     let op = Operation::new(Op24([0; 3]));
     let weak = Arc::downgrade(&op.0);
-    let owner: OwnerRef<Op24> = Arc::new(Arc::new(NoOwner));
+    let owner: OwnerRef<Op24> = Arc::new(Arc::new(NoOwner::new()));
     for _ in 0..2 {
         assert!(op.0.claim());
         op.0.attach(owner.clone(), Members::new());

@@ -171,9 +171,8 @@ pub(crate) type OwnerRef<Op> = Arc<Arc<dyn Owner<Op>>>;
 /// never names it.
 pub(crate) trait Owner<Op: DelayedOperation>: Send + Sync {
     /// On whose behalf the operation's callbacks run: the purgatory's
-    /// name, for logs, and its count of callbacks that panicked (none for
-    /// an owner that counts nothing).
-    fn site(&self) -> Option<&Site>;
+    /// name, for logs, and its count of callbacks that panicked.
+    fn site(&self) -> &Site;
 
     /// `op` has left with `outcome` (operation lock held): count it out
     /// (`members.len()` watch-list entries, and one armed timer if
@@ -597,12 +596,19 @@ impl DelayedOperation for Idle {
 
 /// An owner that does nothing when an operation leaves, for the same tests.
 #[cfg(test)]
-pub(crate) struct NoOwner;
+pub(crate) struct NoOwner(Site);
+
+#[cfg(test)]
+impl NoOwner {
+    pub(crate) fn new() -> Self {
+        NoOwner(Site::new("test".into()))
+    }
+}
 
 #[cfg(test)]
 impl<Op: DelayedOperation> Owner<Op> for NoOwner {
-    fn site(&self) -> Option<&Site> {
-        None
+    fn site(&self) -> &Site {
+        &self.0
     }
     fn left(&self, _: &Arc<Shared<Op>>, _: Members, _: Option<TimerHandle>, _: bool, _: Outcome) {}
 }

@@ -211,7 +211,7 @@ impl<Op: DelayedOperation> Shared<Op> {
             return None;
         }
         let (mut released, owner) = self.unlink(outcome);
-        let site = owner.as_ref().map_or(unattached, |o| o.site());
+        let site = owner.as_ref().map_or(unattached, |o| Some(o.site()));
         guarded(site, "on_complete", || self.op().on_complete());
         if outcome == Outcome::Expired {
             guarded(site, "on_expiration", || self.op().on_expiration());
@@ -463,7 +463,7 @@ mod loom_models {
     fn expiry_racing_cancel_then_rewatch(earlier: u32) {
         loom::model(move || {
             let op = Operation::new(Idle);
-            let owner: OwnerRef<Idle> = Arc::new(Arc::new(NoOwner));
+            let owner: OwnerRef<Idle> = Arc::new(Arc::new(NoOwner::new()));
             for _ in 0..earlier {
                 watch(&op, &owner).expect("watched");
                 assert!(cancel(&op, &owner));

@@ -22,7 +22,7 @@ use crate::Purgatory;
 fn an_expiry_task_is_one_word_and_acts_only_in_its_own_stay() {
     assert_eq!(size_of::<ExpiryTask<Idle>>(), 8);
     let op = Operation::new(Idle);
-    let owner: OwnerRef<Idle> = Arc::new(Arc::new(NoOwner));
+    let owner: OwnerRef<Idle> = Arc::new(Arc::new(NoOwner::new()));
     let owner_addr = Arc::as_ptr(&*owner).cast::<()>();
     let mut stale = Vec::new();
     for stay in 1..=3 {

@@ -74,7 +74,7 @@ fn check(list: &List) -> Option<bool> {
 fn a_check_completes_only_the_stay_whose_slot_it_found() {
     loom::model(|| {
         let op = Operation::new(Ready);
-        let owner: OwnerRef<Ready> = Arc::new(Arc::new(NoOwner));
+        let owner: OwnerRef<Ready> = Arc::new(Arc::new(NoOwner::new()));
         let list = Arc::new(List::new(None));
         watch(&op, &owner, Some(&list)).expect("watched");
         let checker = loom::thread::spawn({
@@ -103,7 +103,7 @@ fn a_check_completes_only_the_stay_whose_slot_it_found() {
 fn a_check_finding_a_slot_as_it_is_filled_completes_that_stay() {
     loom::model(|| {
         let op = Operation::new(Ready);
-        let owner: OwnerRef<Ready> = Arc::new(Arc::new(NoOwner));
+        let owner: OwnerRef<Ready> = Arc::new(Arc::new(NoOwner::new()));
         let list = Arc::new(List::new(None));
         let checker = loom::thread::spawn({
             let list = list.clone();
