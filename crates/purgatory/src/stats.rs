@@ -50,8 +50,8 @@ pub struct PurgatoryStats {
 /// On whose behalf user callbacks run: a purgatory's name, for the log if
 /// one panics, and its count of those that did (see
 /// [`PurgatoryStats::panicked`]), which with the `metrics` feature also
-/// goes to a counter. Callbacks are passed it as one pointer (`None` for
-/// an operation no purgatory watches). Panics are rare: one plain atomic
+/// goes to a counter. `release::guarded` is handed it as one pointer
+/// (`None` for an operation no purgatory has attached). Panics are rare: one plain atomic
 /// does.
 pub(crate) struct Site {
     pub(crate) name: String,
