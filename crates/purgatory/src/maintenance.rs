@@ -88,8 +88,8 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
     ///   batches of 64 per thread stripe (two stripes per CPU): one lock
     ///   hold per shard and 16 slots instead of one per key and operation.
     ///   At most 63 per stripe wait.
-    ///   [`check_and_complete`](Self::check_and_complete) frees what its
-    ///   own thread released before returning. A cancelled operation's
+    ///   A [`check_and_complete`](Self::check_and_complete) that completed
+    ///   anything frees what its own thread released before returning. A cancelled operation's
     ///   slots and timer entry ([`cancel`](Self::cancel),
     ///   [`cancel_for_key`](Self::cancel_for_key)) are freed as it is
     ///   cancelled, since it may be watched again at once.

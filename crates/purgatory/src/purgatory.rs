@@ -48,6 +48,15 @@ use crate::stackbuf::StackBuf;
 use crate::sync::Mutex;
 use crate::watch::{drop_key, KeyHasher, Located, WatchIndex, WatchKey};
 
+/// Drops what a refused watch did not use (see `Purgatory::watch_all`): the
+/// refused key, then the keys not yet taken, each `Drop` guarded.
+fn drop_unused<K, I: Iterator<Item = K>>(unused: Option<(K, I)>) {
+    if let Some((key, rest)) = unused {
+        drop_key(key);
+        drop_key(rest);
+    }
+}
+
 /// How many operations [`Purgatory::check_and_complete`] copies out of a list
 /// per shard-lock hold: small enough that a scan of a long hot list never
 /// holds off a watcher of the same shard for long.
@@ -319,14 +328,18 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
                 // path does, and neither attach nor arm it.
                 self.leave_partial(shared, members);
                 self.home.count(Outcome::Completed);
+                drop(guard);
+                drop_unused(refused);
                 return Ok((true, None));
             }
             self.home.add_watched(members.len());
             let epoch = shared.attach(self.owner.clone(), members);
-            if refused {
+            if refused.is_some() {
                 // Shut down while we were watching: handled like every
                 // operation pending at shutdown.
                 let released = self.apply_shutdown_policy(shared);
+                drop(guard);
+                drop_unused(refused);
                 return Err((PurgatoryError::Shutdown, released));
             }
             // Counted by the owner when it leaves, by `finish` or the force.
@@ -340,36 +353,42 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
 
     /// Adds `shared` to the list of every key, recording each in `members`
     /// (empty, with room made); the first key is where `first` says (it was
-    /// located on entry, see `watch_or_complete`). Returns the members, and
-    /// whether a shutdown refused one. If a key's `Hash` or `Eq` panics, the
+    /// located on entry, see `watch_or_complete`). Returns the members, and,
+    /// if a shutdown refused a key, that key and the keys not yet taken:
+    /// the caller drops them with [`drop_unused`] once it has released the
+    /// operation lock, so that their `Drop` neither runs under it nor, if
+    /// it panics, undoes the watch. If a key's `Hash` or `Eq` panics, the
     /// lists joined so far are left and the claim undone (its previous
     /// stay's outcome put back: `cancelled`) before the panic goes on, so
     /// that no partial watch remains. Operation lock held.
-    fn watch_all(
+    fn watch_all<I: Iterator<Item = K>>(
         &self,
         shared: &Arc<Shared<Op>>,
-        keys: impl Iterator<Item = K>,
+        mut keys: I,
         first: Located,
         mut members: Members,
         cancelled: bool,
-    ) -> (Members, bool) {
+    ) -> (Members, Option<(K, I)>) {
         let closed = || self.home.is_shut_down();
         let joined = catch_unwind(AssertUnwindSafe(|| {
             let mut first = Some(first);
-            for key in keys {
+            for key in keys.by_ref() {
                 let at = first.take().unwrap_or_else(|| self.index.locate(&key));
                 match self.index.watch_at(key, at, shared, closed) {
-                    Some(m) => members.push(m),
-                    None => return true,
+                    Ok(m) => members.push(m),
+                    Err(refused) => return Some(refused),
                 }
             }
-            false
+            None
         }));
         match joined {
-            Ok(refused) => (members, refused),
+            Ok(refused) => (members, refused.map(|key| (key, keys))),
             Err(panic) => {
                 self.leave_partial(shared, members);
                 shared.state.unclaim(cancelled);
+                // The keys not yet taken, their `Drop` guarded: not left to
+                // the unwinding, where a second panic would abort.
+                drop_key(keys);
                 resume_unwind(panic)
             }
         }

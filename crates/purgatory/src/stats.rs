@@ -51,7 +51,8 @@ pub struct PurgatoryStats {
 /// one panics, and its count of those that did (see
 /// [`PurgatoryStats::panicked`]), which with the `metrics` feature also
 /// goes to a counter. `release::guarded` is handed it as one pointer
-/// (`None` for an operation no purgatory has attached). Panics are rare: one plain atomic
+/// (`None` only when no purgatory runs the callback: a `force_complete` of
+/// an operation not watched anywhere). Panics are rare: one plain atomic
 /// does.
 pub(crate) struct Site {
     pub(crate) name: String,

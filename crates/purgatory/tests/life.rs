@@ -819,6 +819,61 @@ fn unused_keys_whose_drop_panics_are_logged() {
     );
 }
 
+/// Yields its keys, shutting the purgatory down once the first was taken.
+struct ShutsDownAfterFirst<'a> {
+    purgatory: &'a Purgatory<Touchy, MockOp>,
+    keys: std::vec::IntoIter<Touchy>,
+    taken: usize,
+}
+
+impl Iterator for ShutsDownAfterFirst<'_> {
+    type Item = Touchy;
+    fn next(&mut self) -> Option<Touchy> {
+        if self.taken == 1 {
+            assert!(self.purgatory.shutdown().is_empty(), "not attached yet");
+        }
+        self.taken += 1;
+        self.keys.next()
+    }
+}
+
+/// A shutdown that refuses a watch part-way through its keys: the keys it
+/// did not use are dropped like the others (a panic in their `Drop` is
+/// logged, and undoes nothing), and the operation, watched under the keys
+/// it joined, is handled by the shutdown policy.
+#[test]
+fn keys_a_shutdown_refused_mid_watch_are_dropped_and_the_policy_applies() {
+    init_log();
+    for policy in [ShutdownPolicy::Drop, ShutdownPolicy::Expire] {
+        let p: Purgatory<Touchy, MockOp> = Purgatory::builder("touchy")
+            .clock(ManualClock::new())
+            .reaper(false)
+            .shutdown_policy(policy)
+            .build()
+            .unwrap();
+        let o = op(1_000);
+        let keys = ShutsDownAfterFirst {
+            purgatory: &p,
+            keys: vec![touchy(1), drop_panics(2), drop_panics(3)].into_iter(),
+            taken: 0,
+        };
+        assert_eq!(
+            p.try_complete_else_watch(o.clone(), keys),
+            Err(PurgatoryError::Shutdown),
+            "{policy:?}"
+        );
+        let (outcome, callbacks) = match policy {
+            ShutdownPolicy::Drop => (Outcome::Cancelled, (0, 0)),
+            _ => (Outcome::Expired, (1, 1)),
+        };
+        assert_eq!(o.outcome(), Some(outcome), "{policy:?}");
+        assert_eq!((o.completions(), o.expirations()), callbacks, "{policy:?}");
+        assert!(!o.is_watched());
+        assert_eq!((p.watched(), p.delayed(), p.watched_keys()), (0, 0, 0));
+        assert_eq!(p.stats().panicked, 0, "a key's Drop is not a callback");
+    }
+}
+
 /// Reads a manual clock, and panics at the read it is told to.
 #[derive(Debug, Clone)]
 struct PanickyClock {

@@ -374,23 +374,24 @@ impl<K: WatchKey, Op: DelayedOperation, S: BuildHasher> WatchIndex<K, Op, S> {
         key: K,
         op: &Arc<Shared<Op>>,
         closed: impl Fn() -> bool,
-    ) -> Option<Membership> {
+    ) -> Result<Membership, K> {
         let at = self.locate(&key);
         self.watch_at(key, at, op, closed)
     }
 
     /// Adds `op` to `key`'s list, creating the list if needed; `at` is
     /// [`locate`](Self::locate)`(&key)` (a key located elsewhere would be
-    /// lost in another shard's table). Refuses (and returns `None`) if
-    /// `closed()` holds once the shard is locked, so that nothing is added
-    /// after a shutdown has drained the index.
+    /// lost in another shard's table). Refuses (and hands the key back, for
+    /// the caller to drop once it holds no lock) if `closed()` holds once
+    /// the shard is locked, so that nothing is added after a shutdown has
+    /// drained the index.
     pub(crate) fn watch_at(
         &self,
         key: K,
         at: Located,
         op: &Arc<Shared<Op>>,
         closed: impl Fn() -> bool,
-    ) -> Option<Membership> {
+    ) -> Result<Membership, K> {
         debug_assert!(at == self.locate(&key), "key located elsewhere");
         let Located {
             hash,
@@ -399,8 +400,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: BuildHasher> WatchIndex<K, Op, S> {
         let mut shard = lock_spinning(&self.shards[shard_ix]);
         if closed() {
             drop(shard);
-            drop_key(key);
-            return None;
+            return Err(key);
         }
         let (list, listed) = match shard.find(hash, &key) {
             Some(id) => (id, Some(key)),
@@ -420,7 +420,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: BuildHasher> WatchIndex<K, Op, S> {
         if let Some(key) = listed {
             drop_key(key);
         }
-        Some(Membership {
+        Ok(Membership {
             shard: shard_ix as u32,
             list,
             slot,
