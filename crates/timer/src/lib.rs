@@ -121,9 +121,9 @@ pub use reaper::Reaper;
 pub use timer::{Timer, TimerBuilder, TimerTask};
 pub use wheel::{Insertion, TimingWheel, MAX_DEADLINE_MS, MAX_TICK_MS, MAX_WHEEL_SIZE};
 
-/// Not API: what the `purgatory` crate borrows from this one (a spinning
-/// lock, a per-thread index, a prefetch hint, the handling of caught
-/// panics, and the once-only shutdown). It may change or go in any
+/// Not API: what the `purgatory` and `broker` crates borrow from this one
+/// (a spinning lock, a per-thread index, a prefetch hint, the handling of
+/// caught panics, and the once-only shutdown). It may change or go in any
 /// release; nothing outside this workspace should use it.
 #[doc(hidden)]
 pub mod internal {

@@ -1,14 +1,15 @@
-//! The thread-safe timer: sharded [`TimingWheel`]s, a [`Clock`], a delay
-//! queue that the clock-driving thread sleeps on, and an executor thread that
-//! runs expired tasks.
+//! The thread-safe timer: sharded [`TimingWheel`](crate::TimingWheel)s, a
+//! [`Clock`], a delay queue that the clock-driving thread sleeps on, and an
+//! executor thread that runs expired tasks.
 //!
 //! # Sharding and locking
 //!
 //! The timer holds several wheels ("shards"), each behind its own
 //! `parking_lot` mutex on its own cache line. Each adding thread sticks to
-//! one shard (by [`thread_index`], assigned round-robin on a thread's first
-//! use), so threads that add concurrently do not contend with each other;
-//! when another thread holds its shard (cancelling, advancing, or adding
+//! one shard (by [`thread_index`](crate::thread_index::thread_index),
+//! assigned round-robin on a thread's first use), so threads that add
+//! concurrently do not contend with each other; when another thread holds
+//! its shard (cancelling, advancing, or adding
 //! from a thread with the same index), it adds to the first other shard
 //! that is free, and waits only if none is. A handle names its shard, so
 //! `cancel` goes straight to it. `add` and `cancel` hold their shard's lock
@@ -31,8 +32,8 @@
 //! than re-taking it), and an adder that sees its shard's due work lag the
 //! clock by `EXPIRY_LAG_MS` or more yields its CPU once, so the reaper and
 //! the executor get to run even when adders keep every core busy. Passes
-//! over coarse buckets (see [`TimingWheel`]) yield to due buckets between
-//! chunks and are spread over the ticks of their slack, a share per
+//! over coarse buckets (see [`TimingWheel`](crate::TimingWheel)) yield to
+//! due buckets between chunks and are spread over the ticks of their slack, a share per
 //! millisecond, so the reaper is never busy for long; shards with work take
 //! turns chunk by chunk.
 //!
