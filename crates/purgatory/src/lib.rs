@@ -65,7 +65,8 @@
 //!   still leaves the operation completed and unwatched. A key whose `Hash`
 //!   or `Eq` panics leaves no partial watch; that panic reaches the caller.
 //!   A key's `Drop` that panics when the purgatory lets go of the key (or
-//!   of a key a refused or at once completed watch did not use) is logged.
+//!   of a key a refused or at once completed watch did not use, or that its
+//!   iterator still held) is logged.
 //!   A [`Clock`] that panics as a watch arms the operation's timeout is
 //!   logged too, and the operation expires at once, as with a panicking
 //!   `timeout`.

@@ -42,20 +42,11 @@ use crate::home::Home;
 use crate::members::Members;
 use crate::operation::{DelayedOperation, Operation, OwnerRef, Shared};
 use crate::outcome::Outcome;
-use crate::release::{self, guarded, let_go, ExpiryTask, Released};
+use crate::release::{self, guarded, let_go, ExpiryTask, Released, WatchWindow};
 use crate::retire::{RetireQueue, Retired, Unwatch};
 use crate::stackbuf::StackBuf;
 use crate::sync::Mutex;
-use crate::watch::{drop_key, KeyHasher, Located, WatchIndex, WatchKey};
-
-/// Drops what a refused watch did not use (see `Purgatory::watch_all`): the
-/// refused key, then the keys not yet taken, each `Drop` guarded.
-fn drop_unused<K, I: Iterator<Item = K>>(unused: Option<(K, I)>) {
-    if let Some((key, rest)) = unused {
-        drop_key(key);
-        drop_key(rest);
-    }
-}
+use crate::watch::{KeyHasher, KeysHeld, Located, WatchIndex, WatchKey};
 
 /// How many operations [`Purgatory::check_and_complete`] copies out of a list
 /// per shard-lock hold: small enough that a scan of a long hot list never
@@ -201,13 +192,18 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
     /// The key iterator and each key's `Hash`/`Eq` run under the operation
     /// lock, which is reentrant; only the first key is taken and hashed
     /// before the lock (so that its shard is fetched meanwhile). If they
-    /// complete the operation on this thread ([`Operation::force_complete`],
-    /// or a [`check_and_complete`](Self::check_and_complete) on a key
-    /// already joined), it leaves the lists it joined and is neither counted
-    /// as watched nor armed, and the call returns `Ok(true)`, as when the
-    /// first `try_complete` succeeds (the completion counts here too);
-    /// completed while the first key is taken, it is found completed:
-    /// [`PurgatoryError::AlreadyCompleted`].
+    /// (or `timeout`) complete the operation on this thread
+    /// ([`Operation::force_complete`], or a
+    /// [`check_and_complete`](Self::check_and_complete) on a key already
+    /// joined), it leaves the lists it joined and is neither counted as
+    /// watched nor armed, and the call returns `Ok(true)`, as when the
+    /// first `try_complete` succeeds (the completion, and a panic of its
+    /// callbacks, count here too); completed while the first key is taken,
+    /// it is found completed: [`PurgatoryError::AlreadyCompleted`]. Calls
+    /// they make into a purgatory hold back what they release until this
+    /// call returns, as calls made from callbacks do. Keys the watch does
+    /// not use (left in the iterator, or refused by a shutdown) are dropped
+    /// after the operation lock is released.
     ///
     /// # Panics
     /// If a key's `Hash` or `Eq` (or the key iterator) panics, the panic
@@ -240,14 +236,22 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
         keys: impl IntoIterator<Item = K>,
     ) -> Result<bool, PurgatoryError> {
         let op = op.into();
-        let result = self.watch_or_complete(&op.0, keys);
+        // A panic from a key (its `Hash` or `Eq`, their iterator) reaches
+        // the caller, but not before our handle and what the watch held
+        // back went the guarded way: dropped by the unwinding, a `Drop`
+        // that panicked too would abort.
+        let result = catch_unwind(AssertUnwindSafe(|| self.watch_or_complete(&op.0, keys)));
         // Our handle first: the token may then hold the last reference. If
         // ours is the last, its `Drop` is guarded, and deferred inside a
         // callback, as every release is.
         let_go(op);
         let (result, released) = match result {
-            Ok((done, released)) => (Ok(done), released),
-            Err((e, released)) => (Err(e), released),
+            Ok(Ok((done, released))) => (Ok(done), released),
+            Ok(Err((e, released))) => (Err(e), released),
+            Err(panic) => {
+                release::flush();
+                resume_unwind(panic)
+            }
         };
         if let Some(released) = released {
             let_go(released);
@@ -264,31 +268,41 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
         shared: &Arc<Shared<Op>>,
         keys: impl IntoIterator<Item = K>,
     ) -> Result<(bool, Option<Released<Op>>), (PurgatoryError, Option<Released<Op>>)> {
-        let mut keys = keys.into_iter().peekable();
-        let Some(first) = keys.peek() else {
-            drop_key(keys);
+        // The keys it does not use (the first, the rest of their iterator,
+        // one a shutdown refused) are dropped when it returns, after the
+        // operation lock, each held apart so that their `Drop`s are guarded
+        // one by one (see `drop_key`).
+        let mut keys = KeysHeld::new(keys.into_iter());
+        let mut refused = KeysHeld::new(None);
+        let Some(first) = keys.next() else {
             return Err((PurgatoryError::NoKeys, None));
         };
+        let first = KeysHeld::new(first);
         // The first key's shard and table entry are one cache miss each at
         // scale: start them now, so they overlap the work before the join.
-        let first = self.index.prefetch(first);
+        let first_at = self.index.prefetch(&*first);
         if self.home.is_shut_down() {
-            drop_key(keys);
             return Err((PurgatoryError::Shutdown, None));
         }
         // This thread's share of returning finished operations' memory, so
         // it is freed where operations are created (see `crate::retire`),
         // and spill room for this one's memberships if it has many keys.
-        let keys_hint = keys.size_hint().0;
+        let keys_hint = keys.size_hint().0.saturating_add(1);
         let spare = self.home.drop_unlinked(Members::room_for(keys_hint));
         let site = Some(&self.home.site);
         let (epoch, timeout) = {
-            let guard = shared.lock();
-            let settled = if shared.is_completed() {
-                Some(Err((PurgatoryError::AlreadyCompleted, None)))
-            } else if shared.is_watched() {
-                Some(Err((PurgatoryError::AlreadyWatched, None)))
-            } else if shared.try_complete_guarded(site) || shared.is_completed() {
+            let _guard = shared.lock();
+            // User code runs from here until the operation is attached (its
+            // tries, its timeout, the keys): it may complete the operation
+            // by force, and may call the purgatory, under this lock.
+            let _window = WatchWindow::open(shared, &self.home.site);
+            if shared.is_completed() {
+                return Err((PurgatoryError::AlreadyCompleted, None));
+            }
+            if shared.is_watched() {
+                return Err((PurgatoryError::AlreadyWatched, None));
+            }
+            if shared.try_complete_guarded(site) || shared.is_completed() {
                 // A try may force its own completion (Kafka's habit): then
                 // it has completed whatever it answers, and `finish` finds
                 // it done. Not watched yet: it leaves no list, and no owner
@@ -296,19 +310,15 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
                 // completed.
                 let released = shared.finish_in(Outcome::Completed, site);
                 self.home.count(Outcome::Completed);
-                Some(Ok((true, released)))
-            } else {
-                None
-            };
-            if let Some(result) = settled {
-                // The keys it did not use, once the lock is released, with
-                // their `Drop` guarded (see `drop_key`).
-                drop(guard);
-                drop_key(keys);
-                return result;
+                return Ok((true, released));
             }
             let timeout =
                 guarded(site, "timeout", || shared.op().timeout()).unwrap_or(Duration::ZERO);
+            if shared.is_completed() {
+                // `timeout` forced it: as when the try does.
+                self.home.count(Outcome::Completed);
+                return Ok((true, None));
+            }
             // Marked watched before it joins any list, so that a check
             // finding it there does not skip it (see `OpState`). We hold its
             // lock, so no other thread completes it meanwhile; but the key
@@ -320,7 +330,9 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
             let claimed = shared.claim();
             debug_assert!(claimed, "neither watched nor completed, lock held");
             let members = Members::with_capacity(keys_hint, spare);
-            let (members, refused) = self.watch_all(shared, keys, first, members, cancelled);
+            let first = (first, first_at);
+            let members =
+                self.watch_all(shared, first, &mut *keys, &mut refused, members, cancelled);
             if shared.is_completed() {
                 // Completed re-entrantly while joining, before any owner
                 // was set: that completion resolved its waiters but had
@@ -328,8 +340,6 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
                 // path does, and neither attach nor arm it.
                 self.leave_partial(shared, members);
                 self.home.count(Outcome::Completed);
-                drop(guard);
-                drop_unused(refused);
                 return Ok((true, None));
             }
             self.home.add_watched(members.len());
@@ -338,12 +348,16 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
                 // Shut down while we were watching: handled like every
                 // operation pending at shutdown.
                 let released = self.apply_shutdown_policy(shared);
-                drop(guard);
-                drop_unused(refused);
                 return Err((PurgatoryError::Shutdown, released));
             }
             // Counted by the owner when it leaves, by `finish` or the force.
-            if shared.try_complete_guarded(site) || shared.is_completed() {
+            // A yes completes it only if this stay goes on: a try may have
+            // cancelled it.
+            let yes = shared.try_complete_guarded(site);
+            if shared.is_completed() {
+                return Ok((true, None));
+            }
+            if yes && shared.is_pending() && shared.stay() == epoch {
                 return Ok((true, shared.finish(Outcome::Completed)));
             }
             (epoch, timeout)
@@ -351,44 +365,53 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
         self.arm(shared, epoch, timeout)
     }
 
-    /// Adds `shared` to the list of every key, recording each in `members`
-    /// (empty, with room made); the first key is where `first` says (it was
-    /// located on entry, see `watch_or_complete`). Returns the members, and,
-    /// if a shutdown refused a key, that key and the keys not yet taken:
-    /// the caller drops them with [`drop_unused`] once it has released the
-    /// operation lock, so that their `Drop` neither runs under it nor, if
-    /// it panics, undoes the watch. If a key's `Hash` or `Eq` panics, the
-    /// lists joined so far are left and the claim undone (its previous
-    /// stay's outcome put back: `cancelled`) before the panic goes on, so
-    /// that no partial watch remains. Operation lock held.
-    fn watch_all<I: Iterator<Item = K>>(
+    /// Adds `shared` to the list of `first` (a key and where it lives: it
+    /// was taken and located on entry, see `watch_or_complete`), then of
+    /// every key in `keys`, recording each in `members` (empty, with room
+    /// made). Returns the members; a key a shutdown refused goes to
+    /// `refused`, and the keys after it stay in `keys`. If a key's `Hash`
+    /// or `Eq` panics, the lists joined so far are left and the claim
+    /// undone (its previous stay's outcome put back: `cancelled`) before
+    /// the panic goes on, so that no partial watch remains. Operation lock
+    /// held.
+    fn watch_all(
         &self,
         shared: &Arc<Shared<Op>>,
-        mut keys: I,
-        first: Located,
+        first: (KeysHeld<K>, Located),
+        keys: &mut impl Iterator<Item = K>,
+        refused: &mut Option<K>,
         mut members: Members,
         cancelled: bool,
-    ) -> (Members, Option<(K, I)>) {
+    ) -> Members {
         let closed = || self.home.is_shut_down();
         let joined = catch_unwind(AssertUnwindSafe(|| {
-            let mut first = Some(first);
-            for key in keys.by_ref() {
-                let at = first.take().unwrap_or_else(|| self.index.locate(&key));
-                match self.index.watch_at(key, at, shared, closed) {
-                    Ok(m) => members.push(m),
-                    Err(refused) => return Some(refused),
+            let (key, at) = first;
+            match self.index.watch_at(key, at, shared, closed) {
+                Ok(m) => members.push(m),
+                Err(key) => {
+                    *refused = Some(key);
+                    return;
                 }
             }
-            None
+            for key in keys.by_ref() {
+                // Held, so that its `Drop` is guarded if its `Hash` or `Eq`
+                // panics.
+                let key = KeysHeld::new(key);
+                let at = self.index.locate(&*key);
+                match self.index.watch_at(key, at, shared, closed) {
+                    Ok(m) => members.push(m),
+                    Err(key) => {
+                        *refused = Some(key);
+                        return;
+                    }
+                }
+            }
         }));
         match joined {
-            Ok(refused) => (members, refused.map(|key| (key, keys))),
+            Ok(()) => members,
             Err(panic) => {
                 self.leave_partial(shared, members);
                 shared.state.unclaim(cancelled);
-                // The keys not yet taken, their `Drop` guarded: not left to
-                // the unwinding, where a second panic would abort.
-                drop_key(keys);
                 resume_unwind(panic)
             }
         }
@@ -519,6 +542,13 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
     /// [`HashMap::get`](std::collections::HashMap::get): a `&str` for
     /// `String` keys, so a check allocates no key. Its `Hash` and `Eq` must
     /// agree with the key type's (as [`Borrow`] asks).
+    ///
+    /// # Panics
+    /// If `key`'s `Hash` or `Eq` panics, the panic reaches the caller once
+    /// the operations this call completed until then were let go. Its
+    /// `Debug` formats a debug-level log line once all is done: a panic
+    /// there reaches the caller after the check did everything but return
+    /// its count.
     pub fn check_and_complete<Q: Hash + Eq + Debug + ?Sized>(&self, key: &Q) -> usize
     where
         K: Borrow<Q>,
@@ -530,7 +560,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
         let mut cursor = None;
         let mut completed = 0;
         let mut released = StackBuf::<_, RELEASED_INLINE>::new();
-        loop {
+        let scanned = catch_unwind(AssertUnwindSafe(|| loop {
             cursor = self.index.scan(key, cursor, CHECK_CHUNK, &mut batch);
             // Each copy goes as soon as its operation was tried, not after
             // the chunk: one that a check of another of its keys completes
@@ -546,14 +576,26 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
             if cursor.is_none() {
                 break;
             }
+        }));
+        if let Err(panic) = scanned {
+            // The key's `Hash` or `Eq` panicked (the rest is guarded): what
+            // this call holds goes the guarded way, not with the unwinding
+            // (where a `Drop` that panicked too would abort).
+            batch.drain_each(let_go);
+            released.drain_each(let_go);
+            release::flush();
+            resume_unwind(panic);
         }
         if completed > 0 {
             self.home.free_own_retired();
-            let name = self.home.name();
-            log::debug!("purgatory {name}: completed {completed} operations for key {key:?}");
         }
         released.drain_each(let_go);
         release::flush();
+        // Last: the key's `Debug` is user code.
+        if completed > 0 {
+            let name = self.home.name();
+            log::debug!("purgatory {name}: completed {completed} operations for key {key:?}");
+        }
         completed
     }
 

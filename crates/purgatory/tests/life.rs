@@ -874,6 +874,279 @@ fn keys_a_shutdown_refused_mid_watch_are_dropped_and_the_policy_applies() {
     }
 }
 
+/// Keys the iterator still holds when a watch is done with it (here the
+/// vector's after `take(1)`) are dropped after the operation lock like the
+/// others: a panic in their `Drop` is logged and leaves the watch whole.
+#[test]
+fn keys_an_iterator_still_holds_after_a_watch_are_dropped_like_the_others() {
+    init_log();
+    let p = touchy_purgatory();
+    let o = op(1_000);
+    let keys = vec![touchy(1), drop_panics(2)].into_iter().take(1);
+    assert_eq!(p.try_complete_else_watch(o.clone(), keys), Ok(false));
+    assert!(o.is_watched());
+    assert_eq!((p.watched(), p.delayed(), p.watched_keys()), (1, 1, 1));
+    o.set_completable();
+    assert_eq!(p.check_and_complete(&touchy(1)), 1);
+    assert_eq!(o.outcome(), Some(Outcome::Completed));
+    assert_eq!(p.stats().completed, 1);
+    assert_eq!((p.watched(), p.delayed(), p.watched_keys()), (0, 0, 0));
+}
+
+/// Completes once `ready` is set; records, when dropped, whether the lock
+/// it shares was held there.
+struct SharesALock {
+    ready: Arc<AtomicBool>,
+    lock: OperationLock,
+    dropped_under_lock: Arc<Mutex<Option<bool>>>,
+}
+
+impl DelayedOperation for SharesALock {
+    fn timeout(&self) -> Duration {
+        Duration::from_secs(60)
+    }
+    fn try_complete(&self) -> bool {
+        self.ready.load(Ordering::SeqCst)
+    }
+    fn on_complete(&self) {}
+}
+
+impl Drop for SharesALock {
+    fn drop(&mut self) {
+        *self.dropped_under_lock.lock().unwrap() = Some(self.lock.is_owned_by_current_thread());
+    }
+}
+
+/// The key iterator runs under the watched operation's lock: a check it
+/// makes holds back what it releases, as one made from a callback does, so
+/// an operation it completes is not dropped under that lock but when the
+/// watch returns.
+#[test]
+fn what_a_check_from_the_key_iterator_releases_waits_for_the_watch() {
+    let p: Purgatory<Key, SharesALock> = Purgatory::builder("iterator checks")
+        .clock(ManualClock::new())
+        .reaper(false)
+        .build()
+        .unwrap();
+    let group = new_operation_lock();
+    let ready = Arc::new(AtomicBool::new(false));
+    let dropped = Arc::new(Mutex::new(None));
+    let other = SharesALock {
+        ready: ready.clone(),
+        lock: group.clone(),
+        dropped_under_lock: dropped.clone(),
+    };
+    // The purgatory holds its only reference.
+    assert_eq!(
+        p.try_complete_else_watch(Operation::with_lock(other, group.clone()), [key("b")]),
+        Ok(false)
+    );
+    ready.store(true, Ordering::SeqCst);
+    let watched = Operation::with_lock(
+        SharesALock {
+            ready: Arc::new(AtomicBool::new(false)),
+            lock: group.clone(),
+            dropped_under_lock: Arc::new(Mutex::new(None)),
+        },
+        group.clone(),
+    );
+    // The first key is taken before the lock, the second under it.
+    let mut checked = None;
+    let keys = [key("a"), key("c")].into_iter().inspect(|k| {
+        if *k == key("c") {
+            checked = Some(p.check_and_complete(&key("b")));
+            assert_eq!(*dropped.lock().unwrap(), None, "held back");
+        }
+    });
+    assert_eq!(p.try_complete_else_watch(watched.clone(), keys), Ok(false));
+    assert_eq!(checked, Some(1));
+    assert_eq!(
+        *dropped.lock().unwrap(),
+        Some(false),
+        "dropped, no lock held"
+    );
+    assert_eq!((p.watched(), p.delayed(), p.stats().completed), (2, 1, 1));
+}
+
+/// Panics in `Hash` when told to, and in `Drop` when told to, even while a
+/// panic unwinds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Brittle {
+    id: u32,
+    hash_panics: bool,
+    drop_panics: bool,
+}
+
+impl Hash for Brittle {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        assert!(!self.hash_panics, "Hash panics on purpose");
+        self.id.hash(state);
+    }
+}
+
+impl Drop for Brittle {
+    fn drop(&mut self) {
+        assert!(
+            !self.drop_panics,
+            "Drop panics on purpose, even while unwinding"
+        );
+    }
+}
+
+/// Never completes; its `Drop` panics always.
+struct Shatters;
+
+impl DelayedOperation for Shatters {
+    fn timeout(&self) -> Duration {
+        Duration::from_secs(60)
+    }
+    fn try_complete(&self) -> bool {
+        false
+    }
+    fn on_complete(&self) {}
+}
+
+impl Drop for Shatters {
+    fn drop(&mut self) {
+        panic!("an operation's Drop panics on purpose, even while unwinding");
+    }
+}
+
+/// When a key's `Hash` panics, the panic reaches the caller, but what the
+/// watch lets go of meanwhile (the operation it was handed, the key in
+/// hand, the keys not taken) goes the guarded way, each apart: a `Drop`
+/// that panics there too is logged, where the unwinding would have aborted.
+/// (Keys still in one collection are dropped together, by it: two of them
+/// that panic abort, as they would anywhere.)
+#[test]
+fn a_key_panicking_in_hash_then_in_drop_does_not_abort() {
+    init_log();
+    let p: Purgatory<Brittle, Shatters> = Purgatory::builder("brittle")
+        .clock(ManualClock::new())
+        .reaper(false)
+        .build()
+        .unwrap();
+    for at in 0..3 {
+        let keys: Vec<_> = (0..3)
+            .map(|id| Brittle {
+                id,
+                hash_panics: id == at,
+                drop_panics: id == at || id == 2,
+            })
+            .collect();
+        let watch = catch_unwind(AssertUnwindSafe(|| {
+            p.try_complete_else_watch(Operation::new(Shatters), keys)
+        }));
+        assert!(watch.is_err(), "key {at}: the panic reaches the caller");
+        assert_eq!((p.watched(), p.delayed(), p.watched_keys()), (0, 0, 0));
+    }
+}
+
+/// A purgatory of [`Reflexive`] operations, and a handle to one.
+type SelfHandle = (Arc<Purgatory<Key, Reflexive>>, Operation<Reflexive>);
+
+/// Does something to itself, through the purgatory and a handle to itself
+/// it is given, at the point its `act` names.
+struct Reflexive {
+    me: Mutex<Option<SelfHandle>>,
+    act: Act,
+    tries: AtomicUsize,
+    completions: AtomicUsize,
+}
+
+enum Act {
+    /// `timeout` forces its completion.
+    ForceInTimeout,
+    /// Try number `n` (from 1) cancels its stay, then answers yes.
+    CancelInTry(usize),
+}
+
+impl Reflexive {
+    fn handle(&self) -> SelfHandle {
+        self.me.lock().unwrap().take().expect("given a handle")
+    }
+}
+
+impl DelayedOperation for Reflexive {
+    fn timeout(&self) -> Duration {
+        if let Act::ForceInTimeout = self.act {
+            assert!(self.handle().1.force_complete());
+        }
+        Duration::from_secs(60)
+    }
+    fn try_complete(&self) -> bool {
+        let n = self.tries.fetch_add(1, Ordering::SeqCst) + 1;
+        match self.act {
+            Act::CancelInTry(at) if at == n => {
+                let (p, me) = self.handle();
+                assert!(p.cancel(&me));
+                true
+            }
+            _ => false,
+        }
+    }
+    fn on_complete(&self) {
+        self.completions.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// A purgatory, and an operation given a handle to both.
+fn reflexive(act: Act) -> SelfHandle {
+    let p = Arc::new(
+        Purgatory::builder("reflexive")
+            .clock(ManualClock::new())
+            .reaper(false)
+            .build()
+            .unwrap(),
+    );
+    let o = Operation::new(Reflexive {
+        me: Mutex::new(None),
+        act,
+        tries: AtomicUsize::new(0),
+        completions: AtomicUsize::new(0),
+    });
+    *o.me.lock().unwrap() = Some((p.clone(), o.clone()));
+    (p, o)
+}
+
+/// A `timeout` that forces its own operation completes it in the watch,
+/// as a first try that does.
+#[test]
+fn a_timeout_that_forces_its_operation_completes_it_in_the_watch() {
+    let (p, o) = reflexive(Act::ForceInTimeout);
+    assert_eq!(p.try_complete_else_watch(o.clone(), [key("k")]), Ok(true));
+    assert_eq!(o.outcome(), Some(Outcome::Completed));
+    assert_eq!(o.completions.load(Ordering::SeqCst), 1);
+    assert_eq!((p.watched(), p.delayed(), p.watched_keys()), (0, 0, 0));
+    assert_eq!(p.stats().completed, 1);
+}
+
+/// A try that cancels its own stay and then answers yes leaves it
+/// cancelled: the yes of a stay that has ended completes nothing, in a
+/// check as in the watch's second try.
+#[test]
+fn a_try_that_cancels_its_own_stay_leaves_it_cancelled() {
+    // The check's try (the watch tried twice).
+    let (p, o) = reflexive(Act::CancelInTry(3));
+    assert_eq!(p.try_complete_else_watch(o.clone(), [key("k")]), Ok(false));
+    let done = o.completion();
+    assert_eq!(p.check_and_complete(&key("k")), 0);
+    // The watch's second try, once the operation is watched.
+    let (q, other) = reflexive(Act::CancelInTry(2));
+    assert_eq!(
+        q.try_complete_else_watch(other.clone(), [key("k")]),
+        Ok(false)
+    );
+    for (p, o) in [(&p, &o), (&q, &other)] {
+        assert_eq!(o.outcome(), Some(Outcome::Cancelled));
+        assert_eq!(o.completions.load(Ordering::SeqCst), 0);
+        let stats = p.stats();
+        assert_eq!((stats.completed, stats.cancelled), (0, 1));
+        assert_eq!((p.watched(), p.delayed(), p.watched_keys()), (0, 0, 0));
+    }
+    assert_eq!(ready_now(done), Some(Outcome::Cancelled));
+}
+
 /// Reads a manual clock, and panics at the read it is told to.
 #[derive(Debug, Clone)]
 struct PanickyClock {

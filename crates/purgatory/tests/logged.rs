@@ -5,23 +5,31 @@
 //! `stats().panicked`. A test binary of its own: it installs the process's
 //! logger.
 
+use std::fmt;
+use std::future::Future;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use purgatory::{DelayedOperation, ManualClock, Operation, Outcome, Purgatory};
 
-/// Keeps every record at warn level or above.
+/// Formats every record down to debug level (as a logger writing them
+/// would), and keeps those at warn level or above.
 struct Captured(Mutex<Vec<(log::Level, String)>>);
 
 impl log::Log for Captured {
     fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
-        metadata.level() <= log::Level::Warn
+        metadata.level() <= log::Level::Debug
     }
     fn log(&self, record: &log::Record<'_>) {
         if self.enabled(record.metadata()) {
             let line = record.args().to_string();
-            self.0.lock().unwrap().push((record.level(), line));
+            if record.level() <= log::Level::Warn {
+                self.0.lock().unwrap().push((record.level(), line));
+            }
         }
     }
     fn flush(&self) {}
@@ -32,7 +40,7 @@ fn captured() -> &'static Captured {
     LOGGER.get_or_init(|| {
         let logger: &'static Captured = Box::leak(Box::new(Captured(Mutex::new(Vec::new()))));
         log::set_logger(logger).expect("the only logger of this binary");
-        log::set_max_level(log::LevelFilter::Warn);
+        log::set_max_level(log::LevelFilter::Debug);
         logger
     })
 }
@@ -169,4 +177,139 @@ fn a_panic_is_reported_by_the_purgatory_that_ran_the_callback() {
     assert!(unwatched.force_complete());
     assert!(logged(&["purgatory <unwatched>", "on_complete"]));
     assert_eq!(p.stats().panicked, 2);
+}
+
+/// Forces its own completion (through a handle to itself it is given) at
+/// the point its `at` names; its `on_complete` panics.
+struct Forces {
+    me: Mutex<Option<Operation<Forces>>>,
+    at: ForcedIn,
+}
+
+#[derive(PartialEq)]
+enum ForcedIn {
+    /// The first `try_complete`, as Kafka's operations complete.
+    Try,
+    /// `timeout`.
+    Timeout,
+    /// Not itself: the key iterator forces it.
+    Keys,
+}
+
+impl Forces {
+    fn force_if(&self, here: ForcedIn) {
+        if self.at == here {
+            let me = self.me.lock().unwrap().take().expect("given a handle");
+            assert!(me.force_complete());
+        }
+    }
+}
+
+impl DelayedOperation for Forces {
+    fn timeout(&self) -> Duration {
+        self.force_if(ForcedIn::Timeout);
+        Duration::from_secs(30)
+    }
+    fn try_complete(&self) -> bool {
+        self.force_if(ForcedIn::Try);
+        false
+    }
+    fn on_complete(&self) {
+        panic!("boom in a forced on_complete");
+    }
+}
+
+/// Forced by user code its watch runs before the operation is attached
+/// (its try, its timeout, the key iterator), the operation completes in
+/// the watch, and a panic of its `on_complete` is this purgatory's.
+#[test]
+fn a_panic_of_an_operation_forced_during_its_watch_is_the_watching_purgatorys() {
+    captured();
+    let p: Purgatory<u32, Forces> = Purgatory::builder("forcing").reaper(false).build().unwrap();
+    for (n, at) in [ForcedIn::Try, ForcedIn::Timeout, ForcedIn::Keys]
+        .into_iter()
+        .enumerate()
+    {
+        let keys_force = at == ForcedIn::Keys;
+        let op = Operation::new(Forces {
+            me: Mutex::new(None),
+            at,
+        });
+        if !keys_force {
+            *op.me.lock().unwrap() = Some(op.clone());
+        }
+        // The second key is taken under the lock, as the join goes.
+        let inner = op.clone();
+        let keys = (0..3u32).inspect(|&k| {
+            if keys_force && k == 1 {
+                assert!(inner.force_complete());
+            }
+        });
+        assert_eq!(p.try_complete_else_watch(op.clone(), keys), Ok(true));
+        assert_eq!(op.outcome(), Some(Outcome::Completed));
+        assert_eq!(p.stats().completed, n + 1);
+        assert_eq!(p.stats().panicked, n + 1, "case {n}");
+        assert_eq!((p.watched(), p.delayed()), (0, 0));
+    }
+    assert!(logged(&[
+        "purgatory forcing",
+        "on_complete",
+        "boom in a forced on_complete"
+    ]));
+    assert!(!logged(&["<unwatched>", "boom in a forced on_complete"]));
+}
+
+/// A key whose `Debug` panics.
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct Mute(u32);
+
+impl fmt::Debug for Mute {
+    fn fmt(&self, _: &mut fmt::Formatter<'_>) -> fmt::Result {
+        panic!("Debug panics on purpose");
+    }
+}
+
+/// Completes once its flag is set; its `Drop` panics, even while a panic
+/// unwinds.
+struct Breaks(Arc<AtomicBool>);
+
+impl DelayedOperation for Breaks {
+    fn timeout(&self) -> Duration {
+        Duration::from_secs(30)
+    }
+    fn try_complete(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+    fn on_complete(&self) {}
+}
+
+impl Drop for Breaks {
+    fn drop(&mut self) {
+        panic!("an operation's Drop panics on purpose");
+    }
+}
+
+/// A check formats its key for its debug line only once it let go of what
+/// it completed: a key's `Debug` that panics reaches the caller after the
+/// operation was dropped (its `Drop` guarded) and its waiters woken.
+#[test]
+fn a_check_formats_its_key_only_after_letting_go() {
+    captured();
+    let p: Purgatory<Mute, Breaks> = Purgatory::builder("mute").reaper(false).build().unwrap();
+    let ready = Arc::new(AtomicBool::new(false));
+    let op = Operation::new(Breaks(ready.clone()));
+    assert_eq!(p.try_complete_else_watch(op.clone(), [Mute(1)]), Ok(false));
+    let mut done = op.completion();
+    // The purgatory holds its only reference.
+    drop(op);
+    ready.store(true, Ordering::SeqCst);
+    let check = catch_unwind(AssertUnwindSafe(|| p.check_and_complete(&Mute(1))));
+    assert!(check.is_err(), "the key's Debug panic reaches the caller");
+    assert_eq!(
+        Pin::new(&mut done).poll(&mut Context::from_waker(Waker::noop())),
+        Poll::Ready(Outcome::Completed)
+    );
+    assert_eq!(p.stats().completed, 1);
+    assert_eq!((p.watched(), p.delayed()), (0, 0));
+    assert!(logged(&["an operation's Drop", "panics on purpose"]));
 }

@@ -100,7 +100,9 @@ pub trait DelayedOperation: Send + Sync + 'static {
     /// Return `true` to complete it: the purgatory owns the completed flag,
     /// so there is no need to complete from inside. One that does (Kafka's
     /// `tryComplete` calls `forceComplete()`) has completed in the call
-    /// that tried it, whatever it returns. A panic counts as `false`.
+    /// that tried it, whatever it returns; one that cancels the operation
+    /// (and perhaps watches it again) leaves it so, whatever it returns. A
+    /// panic counts as `false`.
     fn try_complete(&self) -> bool;
 
     /// Runs exactly once, however the operation finishes (condition met,

@@ -25,8 +25,12 @@
 //! call's operation lock, so it must not let go: what it releases waits in
 //! a thread-local list until the outermost call returns ([`flush`]). The
 //! callback depth that tells one from the other is counted where callbacks
-//! are called ([`guarded`]); it and that list are this module's only
-//! thread-local state.
+//! are called ([`guarded`]), and around the user code a watch runs under
+//! the operation's lock (its keys and their iterator: see
+//! [`WatchWindow`]). A watch's window also marks its operation, so that
+//! callbacks run before the operation is attached (user code forcing it)
+//! are reported for the watching purgatory. These, and that list, are this
+//! module's only thread-local state.
 
 use std::any::Any;
 use std::cell::{Cell, RefCell};
@@ -50,13 +54,37 @@ thread_local! {
     static ANY_HELD: Cell<bool> = const { Cell::new(false) };
     /// What calls made inside callbacks released: let go by the outermost.
     static HELD: RefCell<VecDeque<Box<dyn Any>>> = const { RefCell::new(VecDeque::new()) };
+    /// The operation (its address) whose watch window is open on this
+    /// thread, or 0.
+    static WATCHING: Cell<usize> = const { Cell::new(0) };
+    /// Panics of that operation's callbacks while it had no purgatory to
+    /// report them (which callback, and its message), for its window to
+    /// report when it closes.
+    static WATCH_PANICS: RefCell<Vec<(usize, &'static str, String)>> =
+        const { RefCell::new(Vec::new()) };
 }
 
 /// Calls a user callback on behalf of `site` (`None`: of no purgatory),
 /// catching, logging and counting a panic. Returns `None` if it panicked.
 /// While it runs, purgatory calls it makes hold back what they release (see
 /// the module docs).
-pub(crate) fn guarded<R>(site: Option<&Site>, what: &str, f: impl FnOnce() -> R) -> Option<R> {
+pub(crate) fn guarded<R>(
+    site: Option<&Site>,
+    what: &'static str,
+    f: impl FnOnce() -> R,
+) -> Option<R> {
+    guarded_for(site, 0, what, f)
+}
+
+/// [`guarded`], for a callback of the operation at address `op` (0: none
+/// in particular): with no site, a panic of the operation whose watch
+/// window is open is left for the window to report.
+fn guarded_for<R>(
+    site: Option<&Site>,
+    op: usize,
+    what: &'static str,
+    f: impl FnOnce() -> R,
+) -> Option<R> {
     DEPTH.with(|d| d.set(d.get() + 1));
     let result = catch_unwind(AssertUnwindSafe(f));
     DEPTH.with(|d| d.set(d.get() - 1));
@@ -64,13 +92,67 @@ pub(crate) fn guarded<R>(site: Option<&Site>, what: &str, f: impl FnOnce() -> R)
         Ok(r) => Some(r),
         Err(panic) => {
             let msg = panic_message(&*panic);
-            let name = site.map_or("<unwatched>", |site| site.name.as_str());
-            log::error!("purgatory {name}: {what} panicked: {msg}");
-            discard_panic(panic);
-            if let Some(site) = site {
-                site.count_panic();
+            match site {
+                Some(site) => {
+                    log::error!("purgatory {}: {what} panicked: {msg}", site.name);
+                    site.count_panic();
+                }
+                None if op != 0 && WATCHING.with(Cell::get) == op => {
+                    WATCH_PANICS.with(|p| p.borrow_mut().push((op, what, msg.to_string())));
+                }
+                None => log::error!("purgatory <unwatched>: {what} panicked: {msg}"),
             }
+            discard_panic(panic);
             None
+        }
+    }
+}
+
+/// What a watch holds while it runs user code under its operation's lock
+/// before attaching the operation (its tries, its `timeout`, its keys'
+/// `Hash` and `Eq`, their iterator): from [`open`](Self::open) until it is
+/// dropped, what purgatory calls release is held back as inside a callback
+/// (that code runs under an operation lock too), and callbacks of the
+/// operation, run by user code forcing it there, are reported for `site`
+/// when the window closes. One window per thread is marked: a watch made
+/// inside another's window marks its own operation until it closes.
+pub(crate) struct WatchWindow<'a> {
+    site: &'a Site,
+    op: usize,
+    outer: usize,
+}
+
+impl<'a> WatchWindow<'a> {
+    pub(crate) fn open<Op: DelayedOperation>(op: &Arc<Shared<Op>>, site: &'a Site) -> Self {
+        let op = Arc::as_ptr(op) as usize;
+        DEPTH.with(|d| d.set(d.get() + 1));
+        WatchWindow {
+            site,
+            op,
+            outer: WATCHING.with(|w| w.replace(op)),
+        }
+    }
+}
+
+impl Drop for WatchWindow<'_> {
+    fn drop(&mut self) {
+        WATCHING.with(|w| w.set(self.outer));
+        DEPTH.with(|d| d.set(d.get() - 1));
+        // Rare: read only once something was left here.
+        let mine: Vec<_> = WATCH_PANICS.with(|p| {
+            let mut p = p.borrow_mut();
+            if p.is_empty() {
+                return Vec::new();
+            }
+            let (mine, others) = std::mem::take(&mut *p)
+                .into_iter()
+                .partition(|&(op, _, _)| op == self.op);
+            *p = others;
+            mine
+        });
+        for (_, what, msg) in mine {
+            log::error!("purgatory {}: {what} panicked: {msg}", self.site.name);
+            self.site.count_panic();
         }
     }
 }
@@ -212,9 +294,10 @@ impl<Op: DelayedOperation> Shared<Op> {
         }
         let (mut released, owner) = self.unlink(outcome);
         let site = owner.as_ref().map_or(unattached, |o| Some(o.site()));
-        guarded(site, "on_complete", || self.op().on_complete());
+        let addr = Arc::as_ptr(self) as usize;
+        guarded_for(site, addr, "on_complete", || self.op().on_complete());
         if outcome == Outcome::Expired {
-            guarded(site, "on_expiration", || self.op().on_expiration());
+            guarded_for(site, addr, "on_expiration", || self.op().on_expiration());
         }
         if self.state.settle() {
             released.late = self
@@ -257,10 +340,15 @@ impl<Op: DelayedOperation> Shared<Op> {
         if !self.is_pending() || self.stay() != epoch {
             return (false, None);
         }
-        // Counted when `try_complete` says yes, or completed the operation
-        // itself (by force) whatever it said: it was pending, and the lock
-        // held since, so this call completed it.
-        if self.try_complete_guarded(site) || self.is_completed() {
+        // Counted when `try_complete` completed the operation itself (by
+        // force), whatever it said: it was pending, and the lock held
+        // since, so this call completed it. A yes completes it only if the
+        // stay still goes on: a try may have cancelled it (and watched it
+        // again).
+        let yes = self.try_complete_guarded(site);
+        if self.is_completed() {
+            (true, None)
+        } else if yes && self.is_pending() && self.stay() == epoch {
             (true, self.finish_in(Outcome::Completed, site))
         } else {
             (false, None)

@@ -252,6 +252,42 @@ pub(crate) fn drop_key<K>(key: K) {
     drop_logged(key, "a watch key's Drop");
 }
 
+/// Keys (or their iterator) that a call holds until it goes, then drops
+/// with [`drop_key`]: declared before a lock guard, whatever of them the
+/// call did not use goes after the lock is released, however it returns
+/// or unwinds.
+pub(crate) struct KeysHeld<T>(Option<T>);
+
+impl<T> KeysHeld<T> {
+    pub(crate) fn new(keys: T) -> Self {
+        KeysHeld(Some(keys))
+    }
+
+    /// Takes the keys back, to be used.
+    pub(crate) fn take(mut self) -> T {
+        self.0.take().expect("held until dropped")
+    }
+}
+
+impl<T> std::ops::Deref for KeysHeld<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        self.0.as_ref().expect("held until dropped")
+    }
+}
+
+impl<T> std::ops::DerefMut for KeysHeld<T> {
+    fn deref_mut(&mut self) -> &mut T {
+        self.0.as_mut().expect("held until dropped")
+    }
+}
+
+impl<T> Drop for KeysHeld<T> {
+    fn drop(&mut self) {
+        drop_key(self.0.take());
+    }
+}
+
 /// A key's tag in its shard's key table: the low 32 bits of its hash (the
 /// shard is chosen from a mix of all of them, see `WatchIndex::locate`).
 fn tag(hash: u64) -> u32 {
@@ -376,7 +412,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: BuildHasher> WatchIndex<K, Op, S> {
         closed: impl Fn() -> bool,
     ) -> Result<Membership, K> {
         let at = self.locate(&key);
-        self.watch_at(key, at, op, closed)
+        self.watch_at(KeysHeld::new(key), at, op, closed)
     }
 
     /// Adds `op` to `key`'s list, creating the list if needed; `at` is
@@ -387,12 +423,12 @@ impl<K: WatchKey, Op: DelayedOperation, S: BuildHasher> WatchIndex<K, Op, S> {
     /// drained the index.
     pub(crate) fn watch_at(
         &self,
-        key: K,
+        key: KeysHeld<K>,
         at: Located,
         op: &Arc<Shared<Op>>,
         closed: impl Fn() -> bool,
     ) -> Result<Membership, K> {
-        debug_assert!(at == self.locate(&key), "key located elsewhere");
+        debug_assert!(at == self.locate(&*key), "key located elsewhere");
         let Located {
             hash,
             shard: shard_ix,
@@ -400,13 +436,13 @@ impl<K: WatchKey, Op: DelayedOperation, S: BuildHasher> WatchIndex<K, Op, S> {
         let mut shard = lock_spinning(&self.shards[shard_ix]);
         if closed() {
             drop(shard);
-            return Err(key);
+            return Err(key.take());
         }
-        let (list, listed) = match shard.find(hash, &key) {
+        let (list, listed) = match shard.find(hash, &*key) {
             Some(id) => (id, Some(key)),
             None => {
                 self.keys.fetch_add(1, Ordering::Relaxed);
-                let id = shard.create(key, hash);
+                let id = shard.create(key.take(), hash);
                 self.hints[shard_ix].update(&shard.table);
                 (id, None)
             }
@@ -417,9 +453,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: BuildHasher> WatchIndex<K, Op, S> {
             prefetch_operation(other);
         }
         drop(shard);
-        if let Some(key) = listed {
-            drop_key(key);
-        }
+        drop(listed);
         Ok(Membership {
             shard: shard_ix as u32,
             list,
