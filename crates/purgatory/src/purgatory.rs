@@ -48,6 +48,28 @@ use crate::stackbuf::StackBuf;
 use crate::sync::Mutex;
 use crate::watch::{KeyHasher, KeysHeld, Located, WatchIndex, WatchKey};
 
+/// What a watch answers if the operation's first try or `timeout` watched
+/// it (here or elsewhere) since its stay was `stay`: still watched,
+/// `AlreadyWatched`, as if that watch had come first; completed by then,
+/// `Ok(true)`, counted by that watch. `None` if not (or if it was watched
+/// and cancelled meanwhile: the watch goes on, trying it again once it is
+/// watched). Lock held.
+#[allow(clippy::type_complexity)]
+fn taken_meanwhile<Op: DelayedOperation>(
+    shared: &Shared<Op>,
+    stay: u32,
+) -> Option<Result<(bool, Option<Released<Op>>), (PurgatoryError, Option<Released<Op>>)>> {
+    if shared.stay() == stay {
+        None
+    } else if shared.is_completed() {
+        Some(Ok((true, None)))
+    } else if shared.is_watched() {
+        Some(Err((PurgatoryError::AlreadyWatched, None)))
+    } else {
+        None
+    }
+}
+
 /// How many operations [`Purgatory::check_and_complete`] copies out of a list
 /// per shard-lock hold: small enough that a scan of a long hot list never
 /// holds off a watcher of the same shard for long.
@@ -213,7 +235,8 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
     /// # Errors
     /// * [`PurgatoryError::NoKeys`] if `keys` is empty (nothing is tried).
     /// * [`PurgatoryError::AlreadyWatched`] if the operation is already
-    ///   watched, here or elsewhere, and
+    ///   watched, here or elsewhere (also if its first `try_complete` or its
+    ///   `timeout` watched it: it is that watch's), and
     ///   [`PurgatoryError::AlreadyCompleted`] if it has completed: an
     ///   operation is handed over at most once at a time and never after it
     ///   completed. (One cancelled by [`cancel`](Self::cancel),
@@ -302,7 +325,15 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
             if shared.is_watched() {
                 return Err((PurgatoryError::AlreadyWatched, None));
             }
-            if shared.try_complete_guarded(site) || shared.is_completed() {
+            // The try and `timeout` may also watch the operation (here or
+            // elsewhere): then it is that watch's, which counts how it
+            // ends, and this one stops (see `taken_meanwhile`).
+            let stay = shared.stay();
+            let yes = shared.try_complete_guarded(site);
+            if let Some(taken) = taken_meanwhile(shared, stay) {
+                return taken;
+            }
+            if yes && shared.stay() == stay || shared.is_completed() {
                 // A try may force its own completion (Kafka's habit): then
                 // it has completed whatever it answers, and `finish` finds
                 // it done. Not watched yet: it leaves no list, and no owner
@@ -312,8 +343,12 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
                 self.home.count(Outcome::Completed);
                 return Ok((true, released));
             }
+            let stay = shared.stay();
             let timeout =
                 guarded(site, "timeout", || shared.op().timeout()).unwrap_or(Duration::ZERO);
+            if let Some(taken) = taken_meanwhile(shared, stay) {
+                return taken;
+            }
             if shared.is_completed() {
                 // `timeout` forced it: as when the try does.
                 self.home.count(Outcome::Completed);
@@ -411,7 +446,13 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
             Ok(()) => members,
             Err(panic) => {
                 self.leave_partial(shared, members);
-                shared.state.unclaim(cancelled);
+                if shared.is_completed() {
+                    // Completed by the keys before one panicked: as when
+                    // the join ends (see `watch_or_complete`).
+                    self.home.count(Outcome::Completed);
+                } else {
+                    shared.state.unclaim(cancelled);
+                }
                 resume_unwind(panic)
             }
         }

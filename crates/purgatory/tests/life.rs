@@ -1059,18 +1059,34 @@ enum Act {
     ForceInTimeout,
     /// Try number `n` (from 1) cancels its stay, then answers yes.
     CancelInTry(usize),
+    /// The first try watches it (under another key), then answers yes.
+    WatchInTry,
+    /// `timeout` watches it (under another key).
+    WatchInTimeout,
 }
 
 impl Reflexive {
-    fn handle(&self) -> SelfHandle {
-        self.me.lock().unwrap().take().expect("given a handle")
+    /// The handle it was given, the first time it is asked.
+    fn handle(&self) -> Option<SelfHandle> {
+        self.me.lock().unwrap().take()
+    }
+
+    fn watch_itself(&self) {
+        if let Some((p, me)) = self.handle() {
+            assert_eq!(p.try_complete_else_watch(me, [key("inner")]), Ok(false));
+        }
     }
 }
 
 impl DelayedOperation for Reflexive {
     fn timeout(&self) -> Duration {
-        if let Act::ForceInTimeout = self.act {
-            assert!(self.handle().1.force_complete());
+        match self.act {
+            Act::ForceInTimeout => {
+                let (_, me) = self.handle().expect("given a handle");
+                assert!(me.force_complete());
+            }
+            Act::WatchInTimeout => self.watch_itself(),
+            _ => {}
         }
         Duration::from_secs(60)
     }
@@ -1078,8 +1094,12 @@ impl DelayedOperation for Reflexive {
         let n = self.tries.fetch_add(1, Ordering::SeqCst) + 1;
         match self.act {
             Act::CancelInTry(at) if at == n => {
-                let (p, me) = self.handle();
+                let (p, me) = self.handle().expect("given a handle");
                 assert!(p.cancel(&me));
+                true
+            }
+            Act::WatchInTry if n == 1 => {
+                self.watch_itself();
                 true
             }
             _ => false,
@@ -1092,13 +1112,23 @@ impl DelayedOperation for Reflexive {
 
 /// A purgatory, and an operation given a handle to both.
 fn reflexive(act: Act) -> SelfHandle {
-    let p = Arc::new(
+    let p = reflexive_purgatory();
+    let o = reflexive_in(&p, act);
+    (p, o)
+}
+
+fn reflexive_purgatory() -> Arc<Purgatory<Key, Reflexive>> {
+    Arc::new(
         Purgatory::builder("reflexive")
             .clock(ManualClock::new())
             .reaper(false)
             .build()
             .unwrap(),
-    );
+    )
+}
+
+/// An operation given a handle to itself and to `p`.
+fn reflexive_in(p: &Arc<Purgatory<Key, Reflexive>>, act: Act) -> Operation<Reflexive> {
     let o = Operation::new(Reflexive {
         me: Mutex::new(None),
         act,
@@ -1106,7 +1136,7 @@ fn reflexive(act: Act) -> SelfHandle {
         completions: AtomicUsize::new(0),
     });
     *o.me.lock().unwrap() = Some((p.clone(), o.clone()));
-    (p, o)
+    o
 }
 
 /// A `timeout` that forces its own operation completes it in the watch,
@@ -1145,6 +1175,112 @@ fn a_try_that_cancels_its_own_stay_leaves_it_cancelled() {
         assert_eq!((p.watched(), p.delayed(), p.watched_keys()), (0, 0, 0));
     }
     assert_eq!(ready_now(done), Some(Outcome::Cancelled));
+}
+
+/// A first try or a `timeout` that watches its own operation (here or in
+/// another purgatory) hands it to that watch: the outer watch stops with
+/// `AlreadyWatched`, as if the other had come first, and counts nothing;
+/// the operation stays watched where it went, counted there only.
+#[test]
+fn a_try_or_timeout_that_watches_its_own_operation_hands_it_over() {
+    for (n, (act, elsewhere)) in [
+        (Act::WatchInTry, false),
+        (Act::WatchInTimeout, false),
+        (Act::WatchInTry, true),
+        (Act::WatchInTimeout, true),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let p = reflexive_purgatory();
+        let q = reflexive_purgatory();
+        let o = reflexive_in(if elsewhere { &q } else { &p }, act);
+        assert_eq!(
+            p.try_complete_else_watch(o.clone(), [key("k")]),
+            Err(PurgatoryError::AlreadyWatched),
+            "case {n}"
+        );
+        assert!(o.is_watched());
+        let (there, other) = if elsewhere { (&q, &p) } else { (&p, &q) };
+        assert_eq!((there.watched(), there.delayed()), (1, 1), "case {n}");
+        assert_eq!((other.watched(), other.delayed()), (0, 0), "case {n}");
+        assert!(o.force_complete());
+        assert_eq!(o.completions.load(Ordering::SeqCst), 1);
+        assert_eq!((there.stats().completed, other.stats().completed), (1, 0));
+        assert_eq!((there.watched(), there.delayed()), (0, 0));
+    }
+}
+
+/// An operation its keys complete before a later key panics has completed:
+/// the panic reaches the caller, and the completion is counted.
+#[test]
+fn a_completion_by_the_keys_before_one_panics_is_counted() {
+    init_log();
+    let p = touchy_purgatory();
+    let o = op(1_000);
+    let inner = o.clone();
+    let bad = Touchy {
+        panic_hash: true,
+        ..touchy(2)
+    };
+    let keys = [touchy(1), bad].into_iter().inspect(move |k| {
+        if k.id == 2 {
+            assert!(inner.force_complete());
+        }
+    });
+    let watch = catch_unwind(AssertUnwindSafe(|| {
+        p.try_complete_else_watch(o.clone(), keys)
+    }));
+    assert!(watch.is_err(), "the panic reaches the caller");
+    assert_eq!(o.outcome(), Some(Outcome::Completed));
+    assert_eq!(p.stats().completed, 1);
+    assert_eq!((p.watched(), p.delayed(), p.watched_keys()), (0, 0, 0));
+}
+
+/// Watches an operation when dropped, and says how that went.
+struct WatchesWhenDropped {
+    purgatory: Arc<Purgatory<Key, MockOp>>,
+    watched: Arc<AtomicBool>,
+}
+
+impl Drop for WatchesWhenDropped {
+    fn drop(&mut self) {
+        let watch = self
+            .purgatory
+            .try_complete_else_watch(op(1_000), [key("late")]);
+        self.watched.store(watch == Ok(false), Ordering::SeqCst);
+    }
+}
+
+thread_local! {
+    static WATCHES_AT_EXIT: std::cell::RefCell<Option<WatchesWhenDropped>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// A watch made from a thread-local's destructor works, though the
+/// purgatory's own thread-locals, first used after that one, are gone by
+/// then.
+#[test]
+fn a_watch_made_from_a_thread_locals_destructor_works() {
+    let p = Arc::new(manual().0);
+    let watched = Arc::new(AtomicBool::new(false));
+    let (p2, watched2) = (p.clone(), watched.clone());
+    thread::spawn(move || {
+        WATCHES_AT_EXIT.with(|w| {
+            *w.borrow_mut() = Some(WatchesWhenDropped {
+                purgatory: p2.clone(),
+                watched: watched2,
+            })
+        });
+        assert_eq!(
+            p2.try_complete_else_watch(op(1_000), [key("early")]),
+            Ok(false)
+        );
+    })
+    .join()
+    .unwrap();
+    assert!(watched.load(Ordering::SeqCst));
+    assert_eq!(p.watched(), 2);
 }
 
 /// Reads a manual clock, and panics at the read it is told to.

@@ -197,10 +197,12 @@ enum ForcedIn {
 }
 
 impl Forces {
+    /// Forces the operation it was given (itself, or another), once.
     fn force_if(&self, here: ForcedIn) {
         if self.at == here {
-            let me = self.me.lock().unwrap().take().expect("given a handle");
-            assert!(me.force_complete());
+            if let Some(me) = self.me.lock().unwrap().take() {
+                assert!(me.force_complete());
+            }
         }
     }
 }
@@ -312,4 +314,56 @@ fn a_check_formats_its_key_only_after_letting_go() {
     assert_eq!(p.stats().completed, 1);
     assert_eq!((p.watched(), p.delayed()), (0, 0));
     assert!(logged(&["an operation's Drop", "panics on purpose"]));
+}
+
+/// Watches nest (a key iterator may watch other operations): a panic of an
+/// operation forced in an inner watch is still its own watch's, and a
+/// watch that refuses an operation forced before it does not take its
+/// panic.
+#[test]
+fn a_panic_goes_to_its_operations_watch_when_watches_nest() {
+    captured();
+    let p: Purgatory<u32, Forces> = Purgatory::builder("outer").reaper(false).build().unwrap();
+    let q: Purgatory<u32, Forces> = Purgatory::builder("inner").reaper(false).build().unwrap();
+
+    // A's keys watch B in Q, whose first try forces A.
+    let a = Operation::new(Forces {
+        me: Mutex::new(None),
+        at: ForcedIn::Keys,
+    });
+    let b = Operation::new(Forces {
+        me: Mutex::new(Some(a.clone())),
+        at: ForcedIn::Try,
+    });
+    let keys = (0..3u32).inspect(|&k| {
+        if k == 1 {
+            assert_eq!(q.try_complete_else_watch(b.clone(), [10]), Ok(false));
+        }
+    });
+    assert_eq!(p.try_complete_else_watch(a.clone(), keys), Ok(true));
+    assert_eq!((p.stats().completed, p.stats().panicked), (1, 1));
+    assert_eq!((q.stats().completed, q.stats().panicked), (0, 0));
+
+    // A's keys force A, then hand it to Q, which refuses it.
+    let a = Operation::new(Forces {
+        me: Mutex::new(None),
+        at: ForcedIn::Keys,
+    });
+    let inner = a.clone();
+    let keys = (0..3u32).inspect(|&k| {
+        if k == 1 {
+            assert!(inner.force_complete());
+            assert_eq!(
+                q.try_complete_else_watch(inner.clone(), [11]),
+                Err(purgatory::PurgatoryError::AlreadyCompleted)
+            );
+        }
+    });
+    assert_eq!(p.try_complete_else_watch(a.clone(), keys), Ok(true));
+    assert_eq!((p.stats().completed, p.stats().panicked), (2, 2));
+    assert_eq!((q.stats().completed, q.stats().panicked), (0, 0));
+    assert!(!logged(&[
+        "purgatory inner",
+        "boom in a forced on_complete"
+    ]));
 }

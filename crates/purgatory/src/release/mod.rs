@@ -54,15 +54,27 @@ thread_local! {
     static ANY_HELD: Cell<bool> = const { Cell::new(false) };
     /// What calls made inside callbacks released: let go by the outermost.
     static HELD: RefCell<VecDeque<Box<dyn Any>>> = const { RefCell::new(VecDeque::new()) };
-    /// The operation (its address) whose watch window is open on this
-    /// thread, or 0.
-    static WATCHING: Cell<usize> = const { Cell::new(0) };
-    /// Panics of that operation's callbacks while it had no purgatory to
-    /// report them (which callback, and its message), for its window to
-    /// report when it closes.
-    static WATCH_PANICS: RefCell<Vec<(usize, &'static str, String)>> =
-        const { RefCell::new(Vec::new()) };
+    /// How many watch windows are open on this thread (nested: a watch made
+    /// from the user code another runs opens its own).
+    static WINDOWS: Cell<u32> = const { Cell::new(0) };
+    /// How many watch windows this thread has opened, ever: a window's
+    /// number, and when a panic was left (see [`WatchWindow`]).
+    static WINDOWS_OPENED: Cell<u64> = const { Cell::new(0) };
+    /// Whether `WATCH_PANICS` may be non-empty: a plain load as every
+    /// window closes (and no thread-local with a destructor touched by a
+    /// watch that has nothing to report, which may run in another
+    /// thread-local's destructor).
+    static ANY_WATCH_PANICS: Cell<bool> = const { Cell::new(false) };
+    /// Panics of callbacks of operations no purgatory had attached, run
+    /// while windows were open. The window watching that operation reports
+    /// them when it closes; the outermost window logs what is left as
+    /// unwatched.
+    static WATCH_PANICS: RefCell<Vec<WatchPanic>> = const { RefCell::new(Vec::new()) };
 }
+
+/// A callback panic left for a watch window: the operation's address, how
+/// many windows the thread had opened then, which callback, its message.
+type WatchPanic = (usize, u64, &'static str, String);
 
 /// Calls a user callback on behalf of `site` (`None`: of no purgatory),
 /// catching, logging and counting a panic. Returns `None` if it panicked.
@@ -77,8 +89,8 @@ pub(crate) fn guarded<R>(
 }
 
 /// [`guarded`], for a callback of the operation at address `op` (0: none
-/// in particular): with no site, a panic of the operation whose watch
-/// window is open is left for the window to report.
+/// in particular): with no site, inside a watch window, a panic is left for
+/// the window watching that operation to report (see [`WatchWindow`]).
 fn guarded_for<R>(
     site: Option<&Site>,
     op: usize,
@@ -97,8 +109,13 @@ fn guarded_for<R>(
                     log::error!("purgatory {}: {what} panicked: {msg}", site.name);
                     site.count_panic();
                 }
-                None if op != 0 && WATCHING.with(Cell::get) == op => {
-                    WATCH_PANICS.with(|p| p.borrow_mut().push((op, what, msg.to_string())));
+                None if op != 0 && WINDOWS.with(Cell::get) > 0 => {
+                    let left = (op, WINDOWS_OPENED.with(Cell::get), what, msg.to_string());
+                    if WATCH_PANICS.try_with(|p| p.borrow_mut().push(left)).is_ok() {
+                        ANY_WATCH_PANICS.with(|any| any.set(true));
+                    } else {
+                        log::error!("purgatory <unwatched>: {what} panicked: {msg}");
+                    }
                 }
                 None => log::error!("purgatory <unwatched>: {what} panicked: {msg}"),
             }
@@ -112,47 +129,80 @@ fn guarded_for<R>(
 /// before attaching the operation (its tries, its `timeout`, its keys'
 /// `Hash` and `Eq`, their iterator): from [`open`](Self::open) until it is
 /// dropped, what purgatory calls release is held back as inside a callback
-/// (that code runs under an operation lock too), and callbacks of the
-/// operation, run by user code forcing it there, are reported for `site`
-/// when the window closes. One window per thread is marked: a watch made
-/// inside another's window marks its own operation until it closes.
+/// (that code runs under an operation lock too), and panics of the
+/// operation's callbacks, run by user code forcing it there, are reported
+/// for `site` when the window closes.
+///
+/// Windows nest: user code one runs may watch other operations. A panic
+/// goes to the innermost window of its operation that was open when it was
+/// left: windows are numbered as they open and close in the reverse order,
+/// so that is the first to close of those numbered no later than the
+/// panic; one opened after it (a watch refusing the operation, say) is not
+/// its window. What no window claims (an operation no window watches,
+/// forced there) is logged as unwatched when the outermost closes.
 pub(crate) struct WatchWindow<'a> {
     site: &'a Site,
     op: usize,
-    outer: usize,
+    /// Its number: how many windows the thread had opened with it.
+    number: u64,
+    /// Whether no other window was open when it opened.
+    outermost: bool,
 }
 
 impl<'a> WatchWindow<'a> {
     pub(crate) fn open<Op: DelayedOperation>(op: &Arc<Shared<Op>>, site: &'a Site) -> Self {
-        let op = Arc::as_ptr(op) as usize;
         DEPTH.with(|d| d.set(d.get() + 1));
+        let outer = WINDOWS.with(|w| w.replace(w.get() + 1));
+        let number = WINDOWS_OPENED.with(|n| {
+            n.set(n.get() + 1);
+            n.get()
+        });
         WatchWindow {
             site,
-            op,
-            outer: WATCHING.with(|w| w.replace(op)),
+            op: Arc::as_ptr(op) as usize,
+            number,
+            outermost: outer == 0,
+        }
+    }
+
+    /// Reports the panics left for this window, and, if it is the
+    /// outermost, logs those no window claimed.
+    #[cold]
+    #[inline(never)]
+    fn report(&self) {
+        let (mine, unclaimed): (Vec<WatchPanic>, Vec<WatchPanic>) = WATCH_PANICS
+            .try_with(|p| {
+                let mut p = p.borrow_mut();
+                let (mine, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut *p)
+                    .into_iter()
+                    .partition(|&(op, left, _, _)| op == self.op && left >= self.number);
+                if self.outermost {
+                    (mine, rest)
+                } else {
+                    *p = rest;
+                    (mine, Vec::new())
+                }
+            })
+            .unwrap_or_default();
+        if self.outermost {
+            ANY_WATCH_PANICS.with(|any| any.set(false));
+        }
+        for (_, _, what, msg) in mine {
+            log::error!("purgatory {}: {what} panicked: {msg}", self.site.name);
+            self.site.count_panic();
+        }
+        for (_, _, what, msg) in unclaimed {
+            log::error!("purgatory <unwatched>: {what} panicked: {msg}");
         }
     }
 }
 
 impl Drop for WatchWindow<'_> {
     fn drop(&mut self) {
-        WATCHING.with(|w| w.set(self.outer));
         DEPTH.with(|d| d.set(d.get() - 1));
-        // Rare: read only once something was left here.
-        let mine: Vec<_> = WATCH_PANICS.with(|p| {
-            let mut p = p.borrow_mut();
-            if p.is_empty() {
-                return Vec::new();
-            }
-            let (mine, others) = std::mem::take(&mut *p)
-                .into_iter()
-                .partition(|&(op, _, _)| op == self.op);
-            *p = others;
-            mine
-        });
-        for (_, what, msg) in mine {
-            log::error!("purgatory {}: {what} panicked: {msg}", self.site.name);
-            self.site.count_panic();
+        WINDOWS.with(|w| w.set(w.get() - 1));
+        if ANY_WATCH_PANICS.with(Cell::get) {
+            self.report();
         }
     }
 }
@@ -168,8 +218,19 @@ pub(crate) fn in_callback() -> bool {
 /// the calling frame.
 pub(crate) fn let_go<T: 'static>(value: T) {
     if in_callback() {
-        HELD.with(|held| held.borrow_mut().push_back(Box::new(value)));
-        ANY_HELD.with(|any| any.set(true));
+        // Once the thread's list is gone (a call made from another
+        // thread-local's destructor), nothing can be held back.
+        let mut value = Some(value);
+        let held = HELD.try_with(|held| {
+            if let Some(value) = value.take() {
+                held.borrow_mut().push_back(Box::new(value));
+            }
+        });
+        if held.is_ok() {
+            ANY_HELD.with(|any| any.set(true));
+            return;
+        }
+        drop_logged(value, "an operation's Drop");
     } else {
         drop_logged(value, "an operation's Drop");
     }
@@ -193,7 +254,11 @@ fn flush_held() {
     // an operation before its token, which wakes the waiters), the list
     // not borrowed while it drops: a `Drop` may call the purgatory again
     // (at depth 0 it lets go at once).
-    while let Some(value) = HELD.with(|held| held.borrow_mut().pop_front()) {
+    while let Some(value) = HELD
+        .try_with(|held| held.borrow_mut().pop_front())
+        .ok()
+        .flatten()
+    {
         drop_logged(value, "an operation's Drop");
     }
 }
