@@ -27,10 +27,10 @@
 //! callback depth that tells one from the other is counted where callbacks
 //! are called ([`guarded`]), and around the user code a watch runs under
 //! the operation's lock (its keys and their iterator: see
-//! [`WatchWindow`]). A watch's window also marks its operation, so that
-//! callbacks run before the operation is attached (user code forcing it)
-//! are reported for the watching purgatory. These, and that list, are this
-//! module's only thread-local state.
+//! [`WatchWindow`]). A watch's window also collects the panics of
+//! callbacks run before its operation is attached (user code forcing it),
+//! to report them for the watching purgatory. These, and that list, are
+//! this module's only thread-local state.
 
 use std::any::Any;
 use std::cell::{Cell, RefCell};
