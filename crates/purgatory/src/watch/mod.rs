@@ -453,6 +453,8 @@ impl<K: WatchKey, Op: DelayedOperation, S: BuildHasher> WatchIndex<K, Op, S> {
             prefetch_operation(other);
         }
         drop(shard);
+        // The watch's copy of a key already listed goes now, the shard
+        // lock released, its `Drop` guarded.
         drop(listed);
         Ok(Membership {
             shard: shard_ix as u32,
