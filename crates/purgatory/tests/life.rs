@@ -993,25 +993,6 @@ impl Drop for Brittle {
     }
 }
 
-/// Never completes; its `Drop` panics always.
-struct Shatters;
-
-impl DelayedOperation for Shatters {
-    fn timeout(&self) -> Duration {
-        Duration::from_secs(60)
-    }
-    fn try_complete(&self) -> bool {
-        false
-    }
-    fn on_complete(&self) {}
-}
-
-impl Drop for Shatters {
-    fn drop(&mut self) {
-        panic!("an operation's Drop panics on purpose, even while unwinding");
-    }
-}
-
 /// When a key's `Hash` panics, the panic reaches the caller, but what the
 /// watch lets go of meanwhile (the operation it was handed, the key in
 /// hand, the keys not taken) goes the guarded way, each apart: a `Drop`
@@ -1021,7 +1002,7 @@ impl Drop for Shatters {
 #[test]
 fn a_key_panicking_in_hash_then_in_drop_does_not_abort() {
     init_log();
-    let p: Purgatory<Brittle, Shatters> = Purgatory::builder("brittle")
+    let p: Purgatory<Brittle, DropPanics> = Purgatory::builder("brittle")
         .clock(ManualClock::new())
         .reaper(false)
         .build()
@@ -1035,7 +1016,7 @@ fn a_key_panicking_in_hash_then_in_drop_does_not_abort() {
             })
             .collect();
         let watch = catch_unwind(AssertUnwindSafe(|| {
-            p.try_complete_else_watch(Operation::new(Shatters), keys)
+            p.try_complete_else_watch(Operation::new(DropPanics), keys)
         }));
         assert!(watch.is_err(), "key {at}: the panic reaches the caller");
         assert_eq!((p.watched(), p.delayed(), p.watched_keys()), (0, 0, 0));
@@ -1332,7 +1313,7 @@ fn a_clock_panicking_as_a_watch_arms_expires_the_operation_at_once() {
     assert_eq!((p.watched(), p.delayed()), (1, 1));
 }
 
-/// Panics in its `Drop`.
+/// Never completes; panics in its `Drop`, even while a panic unwinds.
 struct DropPanics;
 
 impl DelayedOperation for DropPanics {
@@ -1347,9 +1328,7 @@ impl DelayedOperation for DropPanics {
 
 impl Drop for DropPanics {
     fn drop(&mut self) {
-        if !std::thread::panicking() {
-            panic!("Drop panics on purpose");
-        }
+        panic!("an operation's Drop panics on purpose");
     }
 }
 
