@@ -51,9 +51,10 @@ use crate::watch::{KeyHasher, KeysHeld, Located, WatchIndex, WatchKey};
 /// What a watch answers if the operation's first try or `timeout` watched
 /// it (here or elsewhere) since its stay was `stay`: still watched,
 /// `AlreadyWatched`, as if that watch had come first; completed by then,
-/// `Ok(true)`, counted by that watch. `None` if not (or if it was watched
-/// and cancelled meanwhile: the watch goes on, trying it again once it is
-/// watched). Lock held.
+/// `Ok(true)` (counted by the window of the watch that had it then, see
+/// `WatchWindow`). `None` if not (or if it was watched and cancelled
+/// meanwhile: the watch goes on, trying it again once it is watched). Lock
+/// held.
 #[allow(clippy::type_complexity)]
 fn taken_meanwhile<Op: DelayedOperation>(
     shared: &Shared<Op>,
@@ -313,12 +314,15 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
         let keys_hint = keys.size_hint().0.saturating_add(1);
         let spare = self.home.drop_unlinked(Members::room_for(keys_hint));
         let site = Some(&self.home.site);
+        // No owner counts a completion before the operation is attached:
+        // the window does, for the purgatory whose watch it is.
+        let count_completed = || self.home.count(Outcome::Completed);
         let (epoch, timeout) = {
             let _guard = shared.lock();
             // User code runs from here until the operation is attached (its
             // tries, its timeout, the keys): it may complete the operation
             // by force, and may call the purgatory, under this lock.
-            let _window = WatchWindow::open(shared, &self.home.site);
+            let _window = WatchWindow::open(shared, &self.home.site, &count_completed);
             if shared.is_completed() {
                 return Err((PurgatoryError::AlreadyCompleted, None));
             }
@@ -326,8 +330,8 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
                 return Err((PurgatoryError::AlreadyWatched, None));
             }
             // The try and `timeout` may also watch the operation (here or
-            // elsewhere): then it is that watch's, which counts how it
-            // ends, and this one stops (see `taken_meanwhile`).
+            // elsewhere): then it is that watch's, and this one stops (see
+            // `taken_meanwhile`).
             let stay = shared.stay();
             let yes = shared.try_complete_guarded(site);
             if let Some(taken) = taken_meanwhile(shared, stay) {
@@ -336,11 +340,9 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
             if yes && shared.stay() == stay || shared.is_completed() {
                 // A try may force its own completion (Kafka's habit): then
                 // it has completed whatever it answers, and `finish` finds
-                // it done. Not watched yet: it leaves no list, and no owner
-                // counts it, so it is counted here, once, however it
-                // completed.
+                // it done. Not watched yet: it leaves no list, and the
+                // window counts it, once, however it completed.
                 let released = shared.finish_in(Outcome::Completed, site);
-                self.home.count(Outcome::Completed);
                 return Ok((true, released));
             }
             let stay = shared.stay();
@@ -351,7 +353,6 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
             }
             if shared.is_completed() {
                 // `timeout` forced it: as when the try does.
-                self.home.count(Outcome::Completed);
                 return Ok((true, None));
             }
             // Marked watched before it joins any list, so that a check
@@ -374,7 +375,6 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
                 // nothing to detach. Leave the lists joined, as the panic
                 // path does, and neither attach nor arm it.
                 self.leave_partial(shared, members);
-                self.home.count(Outcome::Completed);
                 return Ok((true, None));
             }
             self.home.add_watched(members.len());
@@ -390,7 +390,12 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
             // cancelled it.
             let yes = shared.try_complete_guarded(site);
             if shared.is_completed() {
-                return Ok((true, None));
+                // Forced by the try, or expired by a shutdown it made.
+                return if shared.state.is_expired() {
+                    Err((PurgatoryError::Shutdown, None))
+                } else {
+                    Ok((true, None))
+                };
             }
             if yes && shared.is_pending() && shared.stay() == epoch {
                 return Ok((true, shared.finish(Outcome::Completed)));
@@ -446,11 +451,9 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
             Ok(()) => members,
             Err(panic) => {
                 self.leave_partial(shared, members);
-                if shared.is_completed() {
-                    // Completed by the keys before one panicked: as when
-                    // the join ends (see `watch_or_complete`).
-                    self.home.count(Outcome::Completed);
-                } else {
+                // Completed by the keys before one panicked, it stays so
+                // (and its window counts it).
+                if !shared.is_completed() {
                     shared.state.unclaim(cancelled);
                 }
                 resume_unwind(panic)

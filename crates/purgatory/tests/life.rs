@@ -1044,6 +1044,14 @@ enum Act {
     WatchInTry,
     /// `timeout` watches it (under another key).
     WatchInTimeout,
+    /// The first try watches it (under another key), and that watch's
+    /// first try, the second, answers yes.
+    CompletedByAWatchInTry,
+    /// The first try watches it with keys whose iterator panics, then
+    /// forces it.
+    ForcedAfterAFailedWatchInTry,
+    /// The second try (once it is watched) shuts the purgatory down.
+    ShutdownInSecondTry,
 }
 
 impl Reflexive {
@@ -1055,6 +1063,19 @@ impl Reflexive {
     fn watch_itself(&self) {
         if let Some((p, me)) = self.handle() {
             assert_eq!(p.try_complete_else_watch(me, [key("inner")]), Ok(false));
+        }
+    }
+
+    fn watch_itself_failing_then_force(&self) {
+        if let Some((p, me)) = self.handle() {
+            let keys = [key("inner"), key("never")]
+                .into_iter()
+                .inspect(|k| assert!(*k != key("never"), "the iterator panics"));
+            let watch = catch_unwind(AssertUnwindSafe(|| {
+                p.try_complete_else_watch(me.clone(), keys)
+            }));
+            assert!(watch.is_err());
+            assert!(me.force_complete());
         }
     }
 }
@@ -1083,6 +1104,22 @@ impl DelayedOperation for Reflexive {
                 self.watch_itself();
                 true
             }
+            Act::CompletedByAWatchInTry if n == 1 => {
+                if let Some((p, me)) = self.handle() {
+                    assert_eq!(p.try_complete_else_watch(me, [key("inner")]), Ok(true));
+                }
+                false
+            }
+            Act::CompletedByAWatchInTry => n == 2,
+            Act::ForcedAfterAFailedWatchInTry if n == 1 => {
+                self.watch_itself_failing_then_force();
+                false
+            }
+            Act::ShutdownInSecondTry if n == 2 => {
+                let (p, _) = self.handle().expect("given a handle");
+                assert_eq!(p.shutdown().len(), 1);
+                false
+            }
             _ => false,
         }
     }
@@ -1099,10 +1136,15 @@ fn reflexive(act: Act) -> SelfHandle {
 }
 
 fn reflexive_purgatory() -> Arc<Purgatory<Key, Reflexive>> {
+    reflexive_purgatory_with(ShutdownPolicy::Drop)
+}
+
+fn reflexive_purgatory_with(policy: ShutdownPolicy) -> Arc<Purgatory<Key, Reflexive>> {
     Arc::new(
         Purgatory::builder("reflexive")
             .clock(ManualClock::new())
             .reaper(false)
+            .shutdown_policy(policy)
             .build()
             .unwrap(),
     )
@@ -1189,6 +1231,53 @@ fn a_try_or_timeout_that_watches_its_own_operation_hands_it_over() {
         assert_eq!(o.completions.load(Ordering::SeqCst), 1);
         assert_eq!((there.stats().completed, other.stats().completed), (1, 0));
         assert_eq!((there.watched(), there.delayed()), (0, 0));
+    }
+}
+
+/// A completion before the operation is attached is counted once, by the
+/// purgatory whose watch had it then: a watch made from the first try that
+/// completes it counts it, the outer watch does not; after a watch made
+/// from the try failed (its claim undone), a force that follows is the
+/// outer watch's.
+#[test]
+fn a_completion_before_the_attach_is_counted_once_by_its_watch() {
+    for elsewhere in [false, true] {
+        let p = reflexive_purgatory();
+        let q = reflexive_purgatory();
+        let o = reflexive_in(if elsewhere { &q } else { &p }, Act::CompletedByAWatchInTry);
+        assert_eq!(p.try_complete_else_watch(o.clone(), [key("k")]), Ok(true));
+        assert_eq!(o.completions.load(Ordering::SeqCst), 1);
+        let (there, other) = if elsewhere { (&q, &p) } else { (&p, &q) };
+        assert_eq!((there.stats().completed, other.stats().completed), (1, 0));
+        for p in [&p, &q] {
+            assert_eq!((p.watched(), p.delayed(), p.watched_keys()), (0, 0, 0));
+        }
+    }
+    let p = reflexive_purgatory();
+    let q = reflexive_purgatory();
+    let o = reflexive_in(&q, Act::ForcedAfterAFailedWatchInTry);
+    assert_eq!(p.try_complete_else_watch(o.clone(), [key("k")]), Ok(true));
+    assert_eq!(o.completions.load(Ordering::SeqCst), 1);
+    assert_eq!((p.stats().completed, q.stats().completed), (1, 0));
+    assert_eq!((q.watched(), q.delayed(), q.watched_keys()), (0, 0, 0));
+}
+
+/// A shutdown made by the watch's second try is a shutdown for the watch,
+/// whatever the policy did with the operation.
+#[test]
+fn a_shutdown_from_the_second_try_fails_the_watch() {
+    for policy in [ShutdownPolicy::Drop, ShutdownPolicy::Expire] {
+        let p = reflexive_purgatory_with(policy);
+        let o = reflexive_in(&p, Act::ShutdownInSecondTry);
+        assert_eq!(
+            p.try_complete_else_watch(o.clone(), [key("k")]),
+            Err(PurgatoryError::Shutdown),
+            "{policy:?}"
+        );
+        let expired = policy == ShutdownPolicy::Expire;
+        assert_eq!(o.is_expired(), expired);
+        assert_eq!(p.stats().expired, usize::from(expired));
+        assert_eq!((p.watched(), p.delayed(), p.watched_keys()), (0, 0, 0));
     }
 }
 

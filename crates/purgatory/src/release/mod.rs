@@ -27,9 +27,10 @@
 //! callback depth that tells one from the other is counted where callbacks
 //! are called ([`guarded`]), and around the user code a watch runs under
 //! the operation's lock (its keys and their iterator: see
-//! [`WatchWindow`]). A watch's window also collects the panics of
-//! callbacks run before its operation is attached (user code forcing it),
-//! to report them for the watching purgatory. These, and that list, are
+//! [`WatchWindow`]). A watch's window also collects what happens to its
+//! operation before it is attached (a completion, by its try or by user
+//! code forcing it, and the panics of the callbacks that ran), to count
+//! and report them for the watching purgatory. These, and that list, are
 //! this module's only thread-local state.
 
 use std::any::Any;
@@ -58,23 +59,50 @@ thread_local! {
     /// from the user code another runs opens its own).
     static WINDOWS: Cell<u32> = const { Cell::new(0) };
     /// How many watch windows this thread has opened, ever: a window's
-    /// number, and when a panic was left (see [`WatchWindow`]).
+    /// number, and when a note was left (see [`WatchWindow`]).
     static WINDOWS_OPENED: Cell<u64> = const { Cell::new(0) };
-    /// Whether `WATCH_PANICS` may be non-empty: a plain load as every
-    /// window closes (and no thread-local with a destructor touched by a
-    /// watch that has nothing to report, which may run in another
-    /// thread-local's destructor).
-    static ANY_WATCH_PANICS: Cell<bool> = const { Cell::new(false) };
-    /// Panics of callbacks of operations no purgatory had attached, run
-    /// while windows were open. The window watching that operation reports
-    /// them when it closes; the outermost window logs what is left as
-    /// unwatched.
-    static WATCH_PANICS: RefCell<Vec<WatchPanic>> = const { RefCell::new(Vec::new()) };
+    /// Whether `LEFT` may be non-empty: a plain load as every window closes
+    /// (and no thread-local with a destructor touched by a watch with
+    /// nothing to report, which may run in another thread-local's
+    /// destructor).
+    static ANY_LEFT: Cell<bool> = const { Cell::new(false) };
+    /// What happened, while windows were open, to operations no purgatory
+    /// had attached. The window watching that operation counts and reports
+    /// it when it closes; the outermost window logs what panics are left
+    /// as unwatched, and drops the rest.
+    static LEFT: RefCell<Vec<Left>> = const { RefCell::new(Vec::new()) };
 }
 
-/// A callback panic left for a watch window: the operation's address, how
-/// many windows the thread had opened then, which callback, its message.
-type WatchPanic = (usize, u64, &'static str, String);
+/// What a watch window is left: the operation's address, how many windows
+/// the thread had opened then, and what happened.
+type Left = (usize, u64, Note);
+
+/// What happened to an operation no purgatory had attached.
+enum Note {
+    /// It completed.
+    Completed,
+    /// A callback of its (named) panicked, with this message.
+    Panicked(&'static str, String),
+}
+
+/// Leaves `note` about the operation at address `op` for its window.
+/// Returns it if no window is open, or the thread's list is gone.
+fn leave(op: usize, note: Note) -> Option<Note> {
+    if WINDOWS.with(Cell::get) == 0 {
+        return Some(note);
+    }
+    let mut note = Some(note);
+    let left = LEFT.try_with(|left| {
+        if let Some(note) = note.take() {
+            left.borrow_mut()
+                .push((op, WINDOWS_OPENED.with(Cell::get), note));
+        }
+    });
+    if left.is_ok() {
+        ANY_LEFT.with(|any| any.set(true));
+    }
+    note
+}
 
 /// Calls a user callback on behalf of `site` (`None`: of no purgatory),
 /// catching, logging and counting a panic. Returns `None` if it panicked.
@@ -109,11 +137,8 @@ fn guarded_for<R>(
                     log::error!("purgatory {}: {what} panicked: {msg}", site.name);
                     site.count_panic();
                 }
-                None if op != 0 && WINDOWS.with(Cell::get) > 0 => {
-                    let left = (op, WINDOWS_OPENED.with(Cell::get), what, msg.to_string());
-                    if WATCH_PANICS.try_with(|p| p.borrow_mut().push(left)).is_ok() {
-                        ANY_WATCH_PANICS.with(|any| any.set(true));
-                    } else {
+                None if op != 0 => {
+                    if leave(op, Note::Panicked(what, msg.to_string())).is_some() {
                         log::error!("purgatory <unwatched>: {what} panicked: {msg}");
                     }
                 }
@@ -129,19 +154,23 @@ fn guarded_for<R>(
 /// before attaching the operation (its tries, its `timeout`, its keys'
 /// `Hash` and `Eq`, their iterator): from [`open`](Self::open) until it is
 /// dropped, what purgatory calls release is held back as inside a callback
-/// (that code runs under an operation lock too), and panics of the
-/// operation's callbacks, run by user code forcing it there, are reported
-/// for `site` when the window closes.
+/// (that code runs under an operation lock too). And when it closes, it
+/// counts with `completed` a completion of the operation meanwhile (by its
+/// try, by user code forcing it, by a check of a key it joined), and
+/// reports for `site` the panics of the callbacks that ran: no purgatory
+/// had attached the operation, so no owner counts them.
 ///
-/// Windows nest: user code one runs may watch other operations. A panic
-/// goes to the innermost window of its operation that was open when it was
-/// left: windows are numbered as they open and close in the reverse order,
-/// so that is the first to close of those numbered no later than the
-/// panic; one opened after it (a watch refusing the operation, say) is not
-/// its window. What no window claims (an operation no window watches,
-/// forced there) is logged as unwatched when the outermost closes.
+/// Windows nest: user code one runs may watch other operations, or the
+/// same one elsewhere. A note goes to the innermost window of its
+/// operation that was open when it was left: windows are numbered as they
+/// open and close in the reverse order, so that is the first to close of
+/// those numbered no later than the note; one opened after it (a watch
+/// refusing the operation, say) is not its window. What no window claims
+/// (an operation no window watches, forced there) is dropped when the
+/// outermost closes, its panics logged as unwatched.
 pub(crate) struct WatchWindow<'a> {
     site: &'a Site,
+    completed: &'a dyn Fn(),
     op: usize,
     /// Its number: how many windows the thread had opened with it.
     number: u64,
@@ -150,7 +179,11 @@ pub(crate) struct WatchWindow<'a> {
 }
 
 impl<'a> WatchWindow<'a> {
-    pub(crate) fn open<Op: DelayedOperation>(op: &Arc<Shared<Op>>, site: &'a Site) -> Self {
+    pub(crate) fn open<Op: DelayedOperation>(
+        op: &Arc<Shared<Op>>,
+        site: &'a Site,
+        completed: &'a dyn Fn(),
+    ) -> Self {
         DEPTH.with(|d| d.set(d.get() + 1));
         let outer = WINDOWS.with(|w| w.replace(w.get() + 1));
         let number = WINDOWS_OPENED.with(|n| {
@@ -159,39 +192,54 @@ impl<'a> WatchWindow<'a> {
         });
         WatchWindow {
             site,
+            completed,
             op: Arc::as_ptr(op) as usize,
             number,
             outermost: outer == 0,
         }
     }
 
-    /// Reports the panics left for this window, and, if it is the
-    /// outermost, logs those no window claimed.
+    /// Counts and reports what was left for this window, and, if it is
+    /// the outermost, drops the rest (logging its panics as unwatched).
     #[cold]
     #[inline(never)]
     fn report(&self) {
-        let (mine, unclaimed): (Vec<WatchPanic>, Vec<WatchPanic>) = WATCH_PANICS
-            .try_with(|p| {
-                let mut p = p.borrow_mut();
-                let (mine, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut *p)
-                    .into_iter()
-                    .partition(|&(op, left, _, _)| op == self.op && left >= self.number);
-                if self.outermost {
-                    (mine, rest)
-                } else {
-                    *p = rest;
-                    (mine, Vec::new())
+        let mut completed = 0;
+        let mut panics = Vec::new();
+        let mut unclaimed = Vec::new();
+        let _ = LEFT.try_with(|left| {
+            left.borrow_mut().retain_mut(|(op, at, note)| {
+                let mine = *op == self.op && *at >= self.number;
+                if !mine && !self.outermost {
+                    return true;
                 }
-            })
-            .unwrap_or_default();
+                match note {
+                    Note::Completed if mine => completed += 1,
+                    Note::Completed => {}
+                    Note::Panicked(what, msg) => {
+                        let panic = (*what, std::mem::take(msg));
+                        if mine {
+                            panics.push(panic);
+                        } else {
+                            unclaimed.push(panic);
+                        }
+                    }
+                }
+                false
+            });
+        });
         if self.outermost {
-            ANY_WATCH_PANICS.with(|any| any.set(false));
+            ANY_LEFT.with(|any| any.set(false));
         }
-        for (_, _, what, msg) in mine {
+        // The list released: counting and logging may call back in.
+        for _ in 0..completed {
+            (self.completed)();
+        }
+        for (what, msg) in panics {
             log::error!("purgatory {}: {what} panicked: {msg}", self.site.name);
             self.site.count_panic();
         }
-        for (_, _, what, msg) in unclaimed {
+        for (what, msg) in unclaimed {
             log::error!("purgatory <unwatched>: {what} panicked: {msg}");
         }
     }
@@ -201,7 +249,7 @@ impl Drop for WatchWindow<'_> {
     fn drop(&mut self) {
         DEPTH.with(|d| d.set(d.get() - 1));
         WINDOWS.with(|w| w.set(w.get() - 1));
-        if ANY_WATCH_PANICS.with(Cell::get) {
+        if ANY_LEFT.with(Cell::get) {
             self.report();
         }
     }
@@ -360,6 +408,10 @@ impl<Op: DelayedOperation> Shared<Op> {
         let (mut released, owner) = self.unlink(outcome);
         let site = owner.as_ref().map_or(unattached, |o| Some(o.site()));
         let addr = Arc::as_ptr(self) as usize;
+        if owner.is_none() {
+            // No owner counts it: the window watching it does, if any.
+            leave(addr, Note::Completed);
+        }
         guarded_for(site, addr, "on_complete", || self.op().on_complete());
         if outcome == Outcome::Expired {
             guarded_for(site, addr, "on_expiration", || self.op().on_expiration());
@@ -412,7 +464,9 @@ impl<Op: DelayedOperation> Shared<Op> {
         // again).
         let yes = self.try_complete_guarded(site);
         if self.is_completed() {
-            (true, None)
+            // Forced by the try (this call completed it), or expired by a
+            // shutdown it made (it did not).
+            (!self.state.is_expired(), None)
         } else if yes && self.is_pending() && self.stay() == epoch {
             (true, self.finish_in(Outcome::Completed, site))
         } else {
