@@ -340,9 +340,13 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
             if yes && shared.stay() == stay || shared.is_completed() {
                 // A try may force its own completion (Kafka's habit): then
                 // it has completed whatever it answers, and `finish` finds
-                // it done. Not watched yet: it leaves no list, and the
-                // window counts it, once, however it completed.
-                let released = shared.finish_in(Outcome::Completed, site);
+                // it done, and the window counts it. Not watched yet, it
+                // leaves no list, and no owner counts it: counted here if
+                // this call completed it (the common case, with no note).
+                let released = shared.finish_first_try(&self.home.site);
+                if released.is_some() {
+                    count_completed();
+                }
                 return Ok((true, released));
             }
             let stay = shared.stay();

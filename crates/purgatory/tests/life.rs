@@ -1318,7 +1318,11 @@ impl Drop for WatchesWhenDropped {
         let watch = self
             .purgatory
             .try_complete_else_watch(op(1_000), [key("late")]);
-        self.watched.store(watch == Ok(false), Ordering::SeqCst);
+        let now = op(1_000);
+        now.set_completable();
+        let done = self.purgatory.try_complete_else_watch(now, [key("late")]);
+        self.watched
+            .store(watch == Ok(false) && done == Ok(true), Ordering::SeqCst);
     }
 }
 
@@ -1327,9 +1331,9 @@ thread_local! {
         const { std::cell::RefCell::new(None) };
 }
 
-/// A watch made from a thread-local's destructor works, though the
-/// purgatory's own thread-locals, first used after that one, are gone by
-/// then.
+/// A watch made from a thread-local's destructor works (and one that
+/// completes at once is counted), though the purgatory's own
+/// thread-locals, first used after that one, are gone by then.
 #[test]
 fn a_watch_made_from_a_thread_locals_destructor_works() {
     let p = Arc::new(manual().0);
@@ -1342,15 +1346,20 @@ fn a_watch_made_from_a_thread_locals_destructor_works() {
                 watched: watched2,
             })
         });
+        // Both kinds of watch, so that every thread-local they use is in
+        // use by then.
         assert_eq!(
             p2.try_complete_else_watch(op(1_000), [key("early")]),
             Ok(false)
         );
+        let now = op(1_000);
+        now.set_completable();
+        assert_eq!(p2.try_complete_else_watch(now, [key("early")]), Ok(true));
     })
     .join()
     .unwrap();
     assert!(watched.load(Ordering::SeqCst));
-    assert_eq!(p.watched(), 2);
+    assert_eq!((p.watched(), p.stats().completed), (2, 2));
 }
 
 /// Reads a manual clock, and panics at the read it is told to.

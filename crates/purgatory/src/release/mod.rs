@@ -396,11 +396,28 @@ impl<Op: DelayedOperation> Shared<Op> {
     /// `unattached` if no purgatory has attached the operation: a watch's
     /// first try completed it, or a check completed it while its watch was
     /// still joining lists (the purgatory watching it is then the checking
-    /// one).
+    /// one). A completion with no owner is left as a note for the window
+    /// watching the operation, which counts it (see [`WatchWindow`]).
     pub(crate) fn finish_in(
         self: &Arc<Self>,
         outcome: Outcome,
         unattached: Option<&Site>,
+    ) -> Option<Released<Op>> {
+        self.finish_noting(outcome, unattached, true)
+    }
+
+    /// The completion of a watch's first try that said yes: as
+    /// [`finish_in`](Self::finish_in), but the caller, whose window it is,
+    /// counts it if this call completed it (`Some`), with no note to leave.
+    pub(crate) fn finish_first_try(self: &Arc<Self>, site: &Site) -> Option<Released<Op>> {
+        self.finish_noting(Outcome::Completed, Some(site), false)
+    }
+
+    fn finish_noting(
+        self: &Arc<Self>,
+        outcome: Outcome,
+        unattached: Option<&Site>,
+        note: bool,
     ) -> Option<Released<Op>> {
         debug_assert!(outcome != Outcome::Cancelled);
         if !self.state.decide(outcome) {
@@ -409,7 +426,7 @@ impl<Op: DelayedOperation> Shared<Op> {
         let (mut released, owner) = self.unlink(outcome);
         let site = owner.as_ref().map_or(unattached, |o| Some(o.site()));
         let addr = Arc::as_ptr(self) as usize;
-        if owner.is_none() {
+        if owner.is_none() && note {
             // No owner counts it: the window watching it does, if any.
             leave(addr, Note::Completed);
         }
