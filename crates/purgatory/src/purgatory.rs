@@ -337,7 +337,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
             if let Some(taken) = taken_meanwhile(shared, stay) {
                 return taken;
             }
-            if yes && shared.stay() == stay || shared.is_completed() {
+            if (yes && shared.stay() == stay) || shared.is_completed() {
                 // A try may force its own completion (Kafka's habit): then
                 // it has completed whatever it answers, and `finish` finds
                 // it done, and the window counts it. Not watched yet, it
