@@ -19,7 +19,7 @@ use std::time::Duration;
 use common::*;
 use purgatory::{
     new_operation_lock, Clock, Completion, ConfigError, DelayedOperation, ManualClock, Operation,
-    OperationLock, Outcome, Purgatory, PurgatoryBuilder, PurgatoryError, ShutdownPolicy,
+    OperationLock, Outcome, Purgatory, PurgatoryBuilder, PurgatoryError, ShutdownPolicy, WatchKey,
 };
 
 /// Long enough never to pass in a test that waits for an event, short
@@ -263,12 +263,7 @@ fn shutdown_resolves_every_waiter_under_either_policy() {
         (ShutdownPolicy::Drop, Outcome::Cancelled),
         (ShutdownPolicy::Expire, Outcome::Expired),
     ] {
-        let p: Purgatory<Key, MockOp> = Purgatory::builder("shutdown")
-            .clock(ManualClock::new())
-            .reaper(false)
-            .shutdown_policy(policy)
-            .build()
-            .unwrap();
+        let p: Purgatory<Key, MockOp> = on_manual_clock("shutdown", policy);
         let ops: Vec<_> = (0..10).map(|_| op(1_000)).collect();
         let waiters: Vec<_> = ops
             .iter()
@@ -700,13 +695,23 @@ fn drop_panics(id: u32) -> Touchy {
     }
 }
 
-/// A purgatory of `Touchy` keys on a manual clock.
-fn touchy_purgatory() -> Purgatory<Touchy, MockOp> {
-    Purgatory::builder("touchy")
+/// A purgatory named `name` on a manual clock, with no reaper, shutting
+/// down by `policy`.
+fn on_manual_clock<K: WatchKey, Op: DelayedOperation>(
+    name: &str,
+    policy: ShutdownPolicy,
+) -> Purgatory<K, Op> {
+    Purgatory::builder(name)
         .clock(ManualClock::new())
         .reaper(false)
+        .shutdown_policy(policy)
         .build()
         .unwrap()
+}
+
+/// A purgatory of `Touchy` keys on a manual clock.
+fn touchy_purgatory() -> Purgatory<Touchy, MockOp> {
+    on_manual_clock("touchy", ShutdownPolicy::Drop)
 }
 
 #[test]
@@ -845,12 +850,7 @@ impl Iterator for ShutsDownAfterFirst<'_> {
 fn keys_a_shutdown_refused_mid_watch_are_dropped_and_the_policy_applies() {
     init_log();
     for policy in [ShutdownPolicy::Drop, ShutdownPolicy::Expire] {
-        let p: Purgatory<Touchy, MockOp> = Purgatory::builder("touchy")
-            .clock(ManualClock::new())
-            .reaper(false)
-            .shutdown_policy(policy)
-            .build()
-            .unwrap();
+        let p: Purgatory<Touchy, MockOp> = on_manual_clock("touchy", policy);
         let o = op(1_000);
         let keys = ShutsDownAfterFirst {
             purgatory: &p,
@@ -923,11 +923,7 @@ impl Drop for SharesALock {
 /// watch returns.
 #[test]
 fn what_a_check_from_the_key_iterator_releases_waits_for_the_watch() {
-    let p: Purgatory<Key, SharesALock> = Purgatory::builder("iterator checks")
-        .clock(ManualClock::new())
-        .reaper(false)
-        .build()
-        .unwrap();
+    let p: Purgatory<Key, SharesALock> = on_manual_clock("iterator checks", ShutdownPolicy::Drop);
     let group = new_operation_lock();
     let ready = Arc::new(AtomicBool::new(false));
     let dropped = Arc::new(Mutex::new(None));
@@ -1002,11 +998,7 @@ impl Drop for Brittle {
 #[test]
 fn a_key_panicking_in_hash_then_in_drop_does_not_abort() {
     init_log();
-    let p: Purgatory<Brittle, DropPanics> = Purgatory::builder("brittle")
-        .clock(ManualClock::new())
-        .reaper(false)
-        .build()
-        .unwrap();
+    let p: Purgatory<Brittle, DropPanics> = on_manual_clock("brittle", ShutdownPolicy::Drop);
     for at in 0..3 {
         let keys: Vec<_> = (0..3)
             .map(|id| Brittle {
@@ -1140,14 +1132,7 @@ fn reflexive_purgatory() -> Arc<Purgatory<Key, Reflexive>> {
 }
 
 fn reflexive_purgatory_with(policy: ShutdownPolicy) -> Arc<Purgatory<Key, Reflexive>> {
-    Arc::new(
-        Purgatory::builder("reflexive")
-            .clock(ManualClock::new())
-            .reaper(false)
-            .shutdown_policy(policy)
-            .build()
-            .unwrap(),
-    )
+    Arc::new(on_manual_clock("reflexive", policy))
 }
 
 /// An operation given a handle to itself and to `p`.
@@ -1438,12 +1423,7 @@ impl Drop for DropPanics {
 fn dropping_the_purgatory_logs_a_panicking_operation_drop() {
     init_log();
     for policy in [ShutdownPolicy::Drop, ShutdownPolicy::Expire] {
-        let p: Purgatory<Key, DropPanics> = Purgatory::builder("drop panics")
-            .clock(ManualClock::new())
-            .reaper(false)
-            .shutdown_policy(policy)
-            .build()
-            .unwrap();
+        let p: Purgatory<Key, DropPanics> = on_manual_clock("drop panics", policy);
         for k in ["a", "b"] {
             assert_eq!(p.try_complete_else_watch(DropPanics, [key(k)]), Ok(false));
         }
