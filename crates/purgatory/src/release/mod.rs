@@ -155,10 +155,11 @@ fn guarded_for<R>(
 /// `Hash` and `Eq`, their iterator): from [`open`](Self::open) until it is
 /// dropped, what purgatory calls release is held back as inside a callback
 /// (that code runs under an operation lock too). And when it closes, it
-/// counts with `completed` a completion of the operation meanwhile (by its
-/// try, by user code forcing it, by a check of a key it joined), and
-/// reports for `site` the panics of the callbacks that ran: no purgatory
-/// had attached the operation, so no owner counts them.
+/// counts with `completed` a completion of the operation meanwhile by user
+/// code (a force, a check of a key it joined; a first try that says yes is
+/// counted by the watch itself), and reports for `site` the panics of the
+/// callbacks that ran: no purgatory had attached the operation, so no
+/// owner counts them.
 ///
 /// Windows nest: user code one runs may watch other operations, or the
 /// same one elsewhere. A note goes to the innermost window of its
@@ -201,8 +202,9 @@ impl<'a> WatchWindow<'a> {
 
     /// Counts and reports what was left for this window, and, if it is
     /// the outermost, drops the rest (logging its panics as unwatched).
-    /// Not cold: every watch whose first try completes its operation comes
-    /// here (the list keeps its room, so that allocates nothing).
+    /// Rare: only user code forcing an operation before its attach, a check
+    /// from its keys, or a panicking callback leaves anything.
+    #[cold]
     #[inline(never)]
     fn report(&self) {
         let mut completed = 0;
