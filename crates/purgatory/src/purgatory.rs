@@ -428,20 +428,15 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
         cancelled: bool,
     ) -> Members {
         let closed = || self.home.is_shut_down();
+        // Each key held, so that its `Drop` is guarded if its `Hash` or
+        // `Eq` panics.
+        let located = |key| {
+            let key = KeysHeld::new(key);
+            let at = self.index.locate(&*key);
+            (key, at)
+        };
         let joined = catch_unwind(AssertUnwindSafe(|| {
-            let (key, at) = first;
-            match self.index.watch_at(key, at, shared, closed) {
-                Ok(m) => members.push(m),
-                Err(key) => {
-                    *refused = Some(key);
-                    return;
-                }
-            }
-            for key in keys.by_ref() {
-                // Held, so that its `Drop` is guarded if its `Hash` or `Eq`
-                // panics.
-                let key = KeysHeld::new(key);
-                let at = self.index.locate(&*key);
+            for (key, at) in std::iter::once(first).chain(keys.by_ref().map(located)) {
                 match self.index.watch_at(key, at, shared, closed) {
                     Ok(m) => members.push(m),
                     Err(key) => {
