@@ -222,7 +222,11 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
     /// watched nor armed, and the call returns `Ok(true)`, as when the
     /// first `try_complete` succeeds (the completion, and a panic of its
     /// callbacks, count here too); completed while the first key is taken,
-    /// it is found completed: [`PurgatoryError::AlreadyCompleted`]. Calls
+    /// it is found completed: [`PurgatoryError::AlreadyCompleted`]. If they
+    /// cancel it ([`cancel_for_key`](Self::cancel_for_key) on a key already
+    /// joined), it leaves the lists it joined the same way and the call
+    /// returns `Ok(false)`, the operation cancelled (a [`cancel`](Self::cancel)
+    /// from there finds it not yet watched here, and returns `false`). Calls
     /// they make into a purgatory hold back what they release until this
     /// call returns, as calls made from callbacks do. Keys the watch does
     /// not use (left in the iterator, or refused by a shutdown) are dropped
@@ -369,17 +373,20 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
             let cancelled = shared.state.outcome() == Some(Outcome::Cancelled);
             let claimed = shared.claim();
             debug_assert!(claimed, "neither watched nor completed, lock held");
+            let stay = shared.stay();
             let members = Members::with_capacity(keys_hint, spare);
             let first = (first, first_at);
             let members =
                 self.watch_all(shared, first, &mut *keys, &mut refused, members, cancelled);
-            if shared.is_completed() {
-                // Completed re-entrantly while joining, before any owner
-                // was set: that completion resolved its waiters but had
-                // nothing to detach. Leave the lists joined, as the panic
-                // path does, and neither attach nor arm it.
+            if !shared.is_pending() || shared.stay() != stay {
+                // Completed or cancelled re-entrantly while joining, before
+                // any owner was set (and, cancelled, maybe watched again
+                // since: that stay is the other watch's): that resolved its
+                // waiters but had nothing to detach. Leave the lists joined,
+                // as the panic path does, and neither attach nor arm it.
                 self.leave_partial(shared, members);
-                return Ok((true, None));
+                let completed = shared.stay() == stay && shared.is_completed();
+                return Ok((completed, None));
             }
             self.home.add_watched(members.len());
             let epoch = shared.attach(self.owner.clone(), members);
@@ -427,6 +434,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
         mut members: Members,
         cancelled: bool,
     ) -> Members {
+        let stay = shared.stay();
         let closed = || self.home.is_shut_down();
         // Each key held, so that its `Drop` is guarded if its `Hash` or
         // `Eq` panics.
@@ -450,9 +458,10 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
             Ok(()) => members,
             Err(panic) => {
                 self.leave_partial(shared, members);
-                // Completed by the keys before one panicked, it stays so
-                // (and its window counts it).
-                if !shared.is_completed() {
+                // Completed or cancelled by the keys before one panicked, it
+                // stays so (its window counts a completion), and watched
+                // again meanwhile, it is that watch's.
+                if shared.is_pending() && shared.stay() == stay {
                     shared.state.unclaim(cancelled);
                 }
                 resume_unwind(panic)
@@ -688,7 +697,10 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
     /// and removed from the watch lists of their other keys too. They may
     /// be watched again. Returns an empty vector for an unknown key. An
     /// operation watched more than once under `key` is returned once
-    /// (Kafka's `cancelForKey` returns it once per watch).
+    /// (Kafka's `cancelForKey` returns it once per watch). Made from the keys
+    /// of a watch (see
+    /// [`try_complete_else_watch`](Self::try_complete_else_watch)), it
+    /// cancels that watch's operation too if the operation joined `key`.
     ///
     /// `key` may be any borrowed form of the key type (see
     /// [`check_and_complete`](Self::check_and_complete)).
@@ -706,13 +718,22 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
             // An operation watched twice on the key appears twice; the first
             // visit cancels it. One completing concurrently is left to its
             // completer, and one cancelled meanwhile and watched again (under
-            // other keys) to its new stay.
+            // other keys) to its new stay. One in this stay with no owner
+            // yet is being watched here, by the watch that holds its lock on
+            // this thread and runs this call from its keys: cancelled, it is
+            // counted here.
             let token = {
                 let _guard = op.lock();
-                if op.stay() == stay {
-                    op.cancel(self.home.addr())
-                } else {
+                if op.stay() != stay {
                     None
+                } else if let Some(token) = op.cancel(self.home.addr()) {
+                    Some(token)
+                } else {
+                    let token = op.cancel_unattached();
+                    if token.is_some() {
+                        self.home.count(Outcome::Cancelled);
+                    }
+                    token
                 }
             };
             match token {

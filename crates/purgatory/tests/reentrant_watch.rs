@@ -142,6 +142,113 @@ fn the_purgatory_watches_again_after_a_reentrant_completion() {
     assert_eq!((purgatory.watched(), purgatory.delayed()), (0, 0));
 }
 
+/// Watches a new operation under keys 0, 1 and 2; when the iterator yields
+/// key 1 (key 0 is joined by then), cancels key 0 and then runs `then`.
+/// Returns the purgatory, the operation, its flags, the waiter taken before
+/// the watch and what the watch returned (or its panic).
+#[allow(clippy::type_complexity)]
+fn watch_cancelling_key_0(
+    then: impl Fn(&Purgatory<u32, Probe>, &Operation<Probe>, u32),
+) -> (
+    Purgatory<u32, Probe>,
+    Operation<Probe>,
+    Arc<Flags>,
+    purgatory::Completion,
+    std::thread::Result<Result<bool, purgatory::PurgatoryError>>,
+) {
+    let purgatory = purgatory();
+    let flags = Arc::new(Flags::default());
+    let op = Operation::new(Probe(flags.clone()));
+    let completion = op.completion();
+    let result = {
+        let inner = op.clone();
+        let p = &purgatory;
+        let keys = (0..3u32).inspect(|&k| {
+            if k == 1 {
+                let cancelled = p.cancel_for_key(&0);
+                assert_eq!(cancelled.len(), 1, "key 0's operation not cancelled");
+                assert!(Operation::ptr_eq(&cancelled[0], &inner));
+            }
+            then(p, &inner, k);
+        });
+        catch_unwind(AssertUnwindSafe(|| {
+            purgatory.try_complete_else_watch(op.clone(), keys)
+        }))
+    };
+    (purgatory, op, flags, completion, result)
+}
+
+#[test]
+fn cancelling_a_joined_key_from_the_key_iterator_cancels_the_operation() {
+    let (purgatory, op, flags, completion, result) = watch_cancelling_key_0(|_, _, _| {});
+    assert_eq!(
+        result.expect("no panic"),
+        Ok(false),
+        "watched, then cancelled"
+    );
+    assert!(!op.is_watched() && !op.is_completed());
+    assert_eq!(op.outcome(), Some(Outcome::Cancelled));
+    assert_eq!(ready_now(completion), Some(Outcome::Cancelled));
+    assert_eq!((purgatory.watched(), purgatory.delayed()), (0, 0));
+    for k in 0..3 {
+        assert_eq!(purgatory.watched_on(&k), 0, "left in key {k}'s list");
+    }
+    let stats = purgatory.stats();
+    assert_eq!((stats.completed, stats.expired, stats.cancelled), (0, 0, 1));
+    assert_eq!(flags.completed.load(Ordering::SeqCst), 0, "no callback");
+    // It may be watched again, and a check of its key finds it.
+    assert_eq!(
+        purgatory.try_complete_else_watch(op.clone(), [0]),
+        Ok(false)
+    );
+    assert_eq!(purgatory.watched_on(&0), 1);
+    flags.ready.store(true, Ordering::SeqCst);
+    assert_eq!(purgatory.check_and_complete(&0), 1);
+    assert_eq!(flags.completed.load(Ordering::SeqCst), 1);
+    drop(op);
+    purgatory.purge();
+    assert!(flags.dropped.load(Ordering::SeqCst), "the operation leaked");
+}
+
+/// Cancelled from the key iterator and watched again there, under key 7:
+/// the new stay is the inner watch's; the outer one leaves its lists and
+/// leaves that stay alone, also when a later key panics.
+fn check_the_new_stay_stands(panic_at_key_2: bool) {
+    let (purgatory, op, flags, _, result) = watch_cancelling_key_0(|p, op, k| {
+        if k == 1 {
+            assert_eq!(p.try_complete_else_watch(op.clone(), [7]), Ok(false));
+        }
+        if k == 2 && panic_at_key_2 {
+            panic!("the key iterator panics");
+        }
+    });
+    match result {
+        Ok(watched) => assert!(!panic_at_key_2 && watched == Ok(false)),
+        Err(_) => assert!(panic_at_key_2),
+    }
+    assert!(op.is_watched(), "the new stay was undone");
+    assert_eq!((purgatory.watched(), purgatory.delayed()), (1, 1));
+    for k in 0..3 {
+        assert_eq!(purgatory.watched_on(&k), 0, "left in key {k}'s list");
+    }
+    assert_eq!(purgatory.watched_on(&7), 1);
+    flags.ready.store(true, Ordering::SeqCst);
+    assert_eq!(purgatory.check_and_complete(&7), 1);
+    let stats = purgatory.stats();
+    assert_eq!((stats.completed, stats.expired, stats.cancelled), (1, 0, 1));
+    assert_eq!((purgatory.watched(), purgatory.delayed()), (0, 0));
+}
+
+#[test]
+fn an_operation_cancelled_and_watched_again_from_the_key_iterator_stays_watched() {
+    check_the_new_stay_stands(false);
+}
+
+#[test]
+fn a_key_panicking_after_such_a_watch_leaves_the_new_stay_alone() {
+    check_the_new_stay_stands(true);
+}
+
 #[test]
 fn an_own_lock_nests_65535_deep_and_one_more_panics_harmlessly() {
     let op = Operation::new(Probe(Arc::new(Flags::default())));

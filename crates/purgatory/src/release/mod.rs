@@ -455,6 +455,19 @@ impl<Op: DelayedOperation> Shared<Op> {
         Some(self.unlink(Outcome::Cancelled).0)
     }
 
+    /// Cancels the operation if a watch has claimed it and not attached it
+    /// yet: steps 1 and 2, no callback, nothing to detach. Only code that
+    /// watch runs under the operation lock gets here (a `cancel_for_key`
+    /// from its keys, finding it in a list it joined); the watch sees it
+    /// cancelled and leaves its lists. No owner counts it: the caller does.
+    /// Lock held.
+    pub(crate) fn cancel_unattached(self: &Arc<Self>) -> Option<Released<Op>> {
+        if self.links().owner.is_some() || !self.state.decide(Outcome::Cancelled) {
+            return None;
+        }
+        Some(self.unlink(Outcome::Cancelled).0)
+    }
+
     /// `try_complete`, with a panic counting as "not complete". Lock held.
     pub(crate) fn try_complete_guarded(&self, site: Option<&Site>) -> bool {
         guarded(site, "try_complete", || self.op().try_complete()).unwrap_or(false)
