@@ -74,6 +74,8 @@ const CANCELLED: u8 = 8;
 const SETTLED: u8 = 16;
 /// A waiter registered after the operation completed, before it settled.
 const LATE: u8 = 32;
+/// Both set: the operation is leaving (see [`OpState`]).
+const LEAVING: u8 = WATCHED | CANCELLED;
 
 impl Outcome {
     fn bits(self) -> u8 {
@@ -101,7 +103,14 @@ impl Outcome {
 ///
 /// Invariants: `COMPLETED` is set once and never cleared, and only by a
 /// winning [`decide`](Self::decide); `WATCHED` is set by
-/// [`claim`](Self::claim) and cleared by the `decide` that ends the stay.
+/// [`claim`](Self::claim) and cleared by the `decide` that ends the stay,
+/// or, for a stay that code its own watch runs cancelled before the watch
+/// attached it ([`cancel_claimed`](Self::cancel_claimed)), by
+/// [`left`](Self::left) once that watch has left the lists it joined.
+/// Until then the operation is *leaving*: `WATCHED` and `CANCELLED` both
+/// set, its outcome `Cancelled`, not pending, and neither decided again nor
+/// claimed, so that no new stay begins while slots of that one are in
+/// lists (a slot has no stay of its own: it shows its operation's).
 /// An operation is claimed *before* it joins any watch list: a check that
 /// finds it in a list (under the list's lock, which the watcher released
 /// after claiming) therefore sees it watched, and waits for its lock
@@ -137,7 +146,13 @@ impl OpState {
 
     /// Watched and not completed: a candidate for a check.
     pub(crate) fn is_pending(&self) -> bool {
-        self.load() & (WATCHED | COMPLETED) == WATCHED
+        self.load() & (WATCHED | COMPLETED | CANCELLED) == WATCHED
+    }
+
+    /// Cancelled by code its own watch runs, the watch not yet returned
+    /// (see the invariants).
+    pub(crate) fn is_leaving(&self) -> bool {
+        self.load() & LEAVING == LEAVING
     }
 
     /// The outcome of the operation's last stay, if it has ended; for a
@@ -205,12 +220,31 @@ impl OpState {
         self.0
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
                 let open = match outcome {
-                    Outcome::Completed => s & COMPLETED == 0,
-                    _ => s & (WATCHED | COMPLETED) == WATCHED,
+                    Outcome::Completed => s & COMPLETED == 0 && s & LEAVING != LEAVING,
+                    _ => s & (WATCHED | COMPLETED | CANCELLED) == WATCHED,
                 };
                 open.then_some((s & !(WATCHED | CANCELLED)) | outcome.bits())
             })
             .is_ok()
+    }
+
+    /// Ends a claimed stay with `Cancelled` while keeping the claim: the
+    /// operation is leaving (see the invariants) until [`left`](Self::left).
+    /// For a stay no purgatory has attached yet. Returns whether this call
+    /// decided. Lock held.
+    pub(crate) fn cancel_claimed(&self) -> bool {
+        self.0
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
+                (s & (WATCHED | COMPLETED | CANCELLED) == WATCHED).then_some(s | CANCELLED)
+            })
+            .is_ok()
+    }
+
+    /// Ends the claim of a leaving operation, whose watch has left the
+    /// lists it joined: it may be watched again. Lock held.
+    pub(crate) fn left(&self) {
+        let was = self.0.fetch_and(!WATCHED, Ordering::AcqRel);
+        debug_assert!(was & LEAVING == LEAVING, "not leaving");
     }
 }
 
@@ -484,6 +518,28 @@ mod tests {
         signal.resolve(Outcome::Expired);
         assert_eq!(dropped.0.load(Ordering::SeqCst), 0);
         assert_eq!(c.wait_timeout(Duration::ZERO), Some(Outcome::Expired));
+    }
+
+    /// A leaving operation shows `Cancelled`, and nothing decides or claims
+    /// it until its watch has left; then it may be claimed, and only then.
+    #[test]
+    fn a_leaving_operation_is_neither_decided_nor_claimed_until_it_left() {
+        let state = OpState::new();
+        assert!(!state.cancel_claimed(), "not claimed");
+        assert!(state.claim());
+        assert!(state.cancel_claimed());
+        assert!(!state.cancel_claimed(), "once");
+        assert!(state.is_leaving() && state.is_watched() && !state.is_pending());
+        assert_eq!(state.outcome(), Some(Outcome::Cancelled));
+        for outcome in [Outcome::Completed, Outcome::Expired, Outcome::Cancelled] {
+            assert!(!state.decide(outcome), "{outcome:?} decided");
+        }
+        assert!(!state.claim());
+        state.left();
+        assert!(!state.is_leaving() && !state.is_watched());
+        assert_eq!(state.outcome(), Some(Outcome::Cancelled));
+        assert!(state.claim(), "watched again");
+        assert!(state.is_pending() && state.outcome().is_none());
     }
 }
 

@@ -225,8 +225,10 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
     /// it is found completed: [`PurgatoryError::AlreadyCompleted`]. If they
     /// cancel it ([`cancel_for_key`](Self::cancel_for_key) on a key already
     /// joined), it leaves the lists it joined the same way and the call
-    /// returns `Ok(false)`, the operation cancelled (a [`cancel`](Self::cancel)
-    /// from there finds it not yet watched here, and returns `false`). Calls
+    /// returns `Ok(false)`, the operation cancelled; until the call returns
+    /// it can be neither forced nor watched again (`AlreadyWatched`). (A
+    /// [`cancel`](Self::cancel) from there finds it not yet watched here,
+    /// and returns `false`.) Calls
     /// they make into a purgatory hold back what they release until this
     /// call returns, as calls made from callbacks do. Keys the watch does
     /// not use (left in the iterator, or refused by a shutdown) are dropped
@@ -326,7 +328,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
             // User code runs from here until the operation is attached (its
             // tries, its timeout, the keys): it may complete the operation
             // by force, and may call the purgatory, under this lock.
-            let _window = WatchWindow::open(shared, &self.home.site, &count_completed);
+            let mut window = WatchWindow::open(shared, &self.home.site, &count_completed);
             if shared.is_completed() {
                 return Err((PurgatoryError::AlreadyCompleted, None));
             }
@@ -373,20 +375,23 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
             let cancelled = shared.state.outcome() == Some(Outcome::Cancelled);
             let claimed = shared.claim();
             debug_assert!(claimed, "neither watched nor completed, lock held");
-            let stay = shared.stay();
+            window.claimed();
             let members = Members::with_capacity(keys_hint, spare);
             let first = (first, first_at);
             let members =
                 self.watch_all(shared, first, &mut *keys, &mut refused, members, cancelled);
-            if !shared.is_pending() || shared.stay() != stay {
+            if !shared.is_pending() {
                 // Completed or cancelled re-entrantly while joining, before
-                // any owner was set (and, cancelled, maybe watched again
-                // since: that stay is the other watch's): that resolved its
-                // waiters but had nothing to detach. Leave the lists joined,
-                // as the panic path does, and neither attach nor arm it.
+                // any owner was set: that resolved its waiters but had
+                // nothing to detach. Leave the lists joined, as the panic
+                // path does, and neither attach nor arm it. Cancelled, it
+                // is leaving until then (see `OpState`).
                 self.leave_partial(shared, members);
-                let completed = shared.stay() == stay && shared.is_completed();
-                return Ok((completed, None));
+                if shared.state.is_leaving() {
+                    shared.state.left();
+                    return Ok((false, None));
+                }
+                return Ok((true, None));
             }
             self.home.add_watched(members.len());
             let epoch = shared.attach(self.owner.clone(), members);
@@ -434,7 +439,6 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
         mut members: Members,
         cancelled: bool,
     ) -> Members {
-        let stay = shared.stay();
         let closed = || self.home.is_shut_down();
         // Each key held, so that its `Drop` is guarded if its `Hash` or
         // `Eq` panics.
@@ -459,9 +463,10 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
             Err(panic) => {
                 self.leave_partial(shared, members);
                 // Completed or cancelled by the keys before one panicked, it
-                // stays so (its window counts a completion), and watched
-                // again meanwhile, it is that watch's.
-                if shared.is_pending() && shared.stay() == stay {
+                // stays so (its window counts a completion).
+                if shared.state.is_leaving() {
+                    shared.state.left();
+                } else if shared.is_pending() {
                     shared.state.unclaim(cancelled);
                 }
                 resume_unwind(panic)

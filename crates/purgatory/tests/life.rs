@@ -1032,6 +1032,8 @@ enum Act {
     ForceInTimeout,
     /// Try number `n` (from 1) cancels its stay, then answers yes.
     CancelInTry(usize),
+    /// Try number `n` (from 1) cancels its stay, then forces it.
+    CancelThenForceInTry(usize),
     /// The first try watches it (under another key), then answers yes.
     WatchInTry,
     /// `timeout` watches it (under another key).
@@ -1091,6 +1093,12 @@ impl DelayedOperation for Reflexive {
                 let (p, me) = self.handle().expect("given a handle");
                 assert!(p.cancel(&me));
                 true
+            }
+            Act::CancelThenForceInTry(at) if at == n => {
+                let (p, me) = self.handle().expect("given a handle");
+                assert!(p.cancel(&me));
+                assert!(me.force_complete());
+                false
             }
             Act::WatchInTry if n == 1 => {
                 self.watch_itself();
@@ -1183,6 +1191,30 @@ fn a_try_that_cancels_its_own_stay_leaves_it_cancelled() {
         assert_eq!((p.watched(), p.delayed(), p.watched_keys()), (0, 0, 0));
     }
     assert_eq!(ready_now(done), Some(Outcome::Cancelled));
+}
+
+/// A try that cancels its own stay and then forces the operation completes
+/// it outside the purgatory: the cancel counts, the completion does not,
+/// in the watch's second try as in a check's try (as when the two calls
+/// are made one after the other from outside).
+#[test]
+fn a_force_after_a_try_cancelled_its_stay_is_not_counted() {
+    for (try_number, watched) in [(2, Ok(true)), (3, Ok(false))] {
+        let (p, o) = reflexive(Act::CancelThenForceInTry(try_number));
+        assert_eq!(p.try_complete_else_watch(o.clone(), [key("k")]), watched);
+        if try_number == 3 {
+            assert_eq!(p.check_and_complete(&key("k")), 1, "forced by its try");
+        }
+        assert_eq!(o.outcome(), Some(Outcome::Completed));
+        assert_eq!(o.completions.load(Ordering::SeqCst), 1);
+        let stats = p.stats();
+        assert_eq!(
+            (stats.completed, stats.cancelled),
+            (0, 1),
+            "try {try_number}"
+        );
+        assert_eq!((p.watched(), p.delayed(), p.watched_keys()), (0, 0, 0));
+    }
 }
 
 /// A first try or a `timeout` that watches its own operation (here or in

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use purgatory::{DelayedOperation, Operation, Outcome, Purgatory};
+use purgatory::{DelayedOperation, Operation, Outcome, Purgatory, PurgatoryError};
 
 #[derive(Default)]
 struct Flags {
@@ -210,43 +210,69 @@ fn cancelling_a_joined_key_from_the_key_iterator_cancels_the_operation() {
     assert!(flags.dropped.load(Ordering::SeqCst), "the operation leaked");
 }
 
-/// Cancelled from the key iterator and watched again there, under key 7:
-/// the new stay is the inner watch's; the outer one leaves its lists and
-/// leaves that stay alone, also when a later key panics.
-fn check_the_new_stay_stands(panic_at_key_2: bool) {
+/// Until the watch that its keys cancelled returns, the operation still
+/// has slots in the lists that watch joined: it is cancelled, and neither
+/// watched again (here or elsewhere), nor forced, nor found by a check or
+/// a cancel of those keys. Then it may be watched again.
+#[test]
+fn an_operation_cancelled_from_its_watchs_keys_is_left_alone_until_the_watch_returns() {
+    let other = purgatory();
     let (purgatory, op, flags, _, result) = watch_cancelling_key_0(|p, op, k| {
-        if k == 1 {
-            assert_eq!(p.try_complete_else_watch(op.clone(), [7]), Ok(false));
-        }
-        if k == 2 && panic_at_key_2 {
-            panic!("the key iterator panics");
+        if k == 2 {
+            assert!(!op.is_watched());
+            assert_eq!(op.outcome(), Some(Outcome::Cancelled));
+            for q in [p, &other] {
+                assert_eq!(
+                    q.try_complete_else_watch(op.clone(), [7]),
+                    Err(PurgatoryError::AlreadyWatched)
+                );
+            }
+            assert!(!op.force_complete());
+            assert!(!p.cancel(op));
+            assert!(p.cancel_for_key(&1).is_empty());
+            op.0.ready.store(true, Ordering::SeqCst);
+            assert_eq!(p.check_and_complete(&1), 0);
         }
     });
-    match result {
-        Ok(watched) => assert!(!panic_at_key_2 && watched == Ok(false)),
-        Err(_) => assert!(panic_at_key_2),
-    }
-    assert!(op.is_watched(), "the new stay was undone");
-    assert_eq!((purgatory.watched(), purgatory.delayed()), (1, 1));
+    assert_eq!(result.expect("no panic"), Ok(false));
+    assert_eq!(op.outcome(), Some(Outcome::Cancelled));
+    assert_eq!(flags.completed.load(Ordering::SeqCst), 0, "no callback");
+    let stats = purgatory.stats();
+    assert_eq!((stats.completed, stats.expired, stats.cancelled), (0, 0, 1));
+    assert_eq!(other.stats(), purgatory::PurgatoryStats::default());
     for k in 0..3 {
         assert_eq!(purgatory.watched_on(&k), 0, "left in key {k}'s list");
     }
-    assert_eq!(purgatory.watched_on(&7), 1);
+    // Ready now: watched again, it completes at once.
+    assert_eq!(other.try_complete_else_watch(op.clone(), [7]), Ok(true));
+    assert_eq!(flags.completed.load(Ordering::SeqCst), 1);
+    assert_eq!(other.stats().completed, 1);
+}
+
+/// A key panicking after the keys cancelled the operation: the watch
+/// leaves its lists and ends the cancelled stay's claim before the panic
+/// goes on, so the operation may be watched again.
+#[test]
+fn a_key_panicking_after_its_watch_was_cancelled_leaves_it_cancelled() {
+    let (purgatory, op, flags, _, result) = watch_cancelling_key_0(|_, _, k| {
+        assert!(k != 2, "the key iterator panics");
+    });
+    assert!(result.is_err(), "the panic reaches the caller");
+    assert!(!op.is_watched());
+    assert_eq!(op.outcome(), Some(Outcome::Cancelled));
+    assert_eq!((purgatory.watched(), purgatory.delayed()), (0, 0));
+    for k in 0..3 {
+        assert_eq!(purgatory.watched_on(&k), 0, "left in key {k}'s list");
+    }
+    assert_eq!(
+        purgatory.try_complete_else_watch(op.clone(), [7]),
+        Ok(false)
+    );
+    assert_eq!((purgatory.watched(), purgatory.delayed()), (1, 1));
     flags.ready.store(true, Ordering::SeqCst);
     assert_eq!(purgatory.check_and_complete(&7), 1);
     let stats = purgatory.stats();
     assert_eq!((stats.completed, stats.expired, stats.cancelled), (1, 0, 1));
-    assert_eq!((purgatory.watched(), purgatory.delayed()), (0, 0));
-}
-
-#[test]
-fn an_operation_cancelled_and_watched_again_from_the_key_iterator_stays_watched() {
-    check_the_new_stay_stands(false);
-}
-
-#[test]
-fn a_key_panicking_after_such_a_watch_leaves_the_new_stay_alone() {
-    check_the_new_stay_stands(true);
 }
 
 #[test]

@@ -284,6 +284,8 @@ impl<Op: DelayedOperation> Shared<Op> {
         self.state.is_completed()
     }
 
+    /// Whether the operation is claimed by a watch (also while leaving,
+    /// see [`OpState`]).
     pub(crate) fn is_watched(&self) -> bool {
         self.state.is_watched()
     }
@@ -436,7 +438,7 @@ impl<Op: DelayedOperation> Operation<Op> {
 
     /// Whether the operation is currently watched by a purgatory.
     pub fn is_watched(&self) -> bool {
-        self.0.is_watched()
+        self.0.is_watched() && !self.0.state.is_leaving()
     }
 
     /// How the operation's last stay in a purgatory ended, or `None` while

@@ -74,8 +74,9 @@ thread_local! {
 }
 
 /// What a watch window is left: the operation's address, how many windows
-/// the thread had opened then, and what happened.
-type Left = (usize, u64, Note);
+/// the thread had opened then, whether it happened in a stay (the
+/// operation claimed by a watch), and what happened.
+type Left = (usize, u64, bool, Note);
 
 /// What happened to an operation no purgatory had attached.
 enum Note {
@@ -85,9 +86,10 @@ enum Note {
     Panicked(&'static str, String),
 }
 
-/// Leaves `note` about the operation at address `op` for its window.
-/// Returns it if no window is open, or the thread's list is gone.
-fn leave(op: usize, note: Note) -> Option<Note> {
+/// Leaves `note` about the operation at address `op` for its window
+/// (`in_stay`: the operation was claimed by a watch then). Returns it if no
+/// window is open, or the thread's list is gone.
+fn leave(op: usize, in_stay: bool, note: Note) -> Option<Note> {
     if WINDOWS.with(Cell::get) == 0 {
         return Some(note);
     }
@@ -95,7 +97,7 @@ fn leave(op: usize, note: Note) -> Option<Note> {
     let left = LEFT.try_with(|left| {
         if let Some(note) = note.take() {
             left.borrow_mut()
-                .push((op, WINDOWS_OPENED.with(Cell::get), note));
+                .push((op, WINDOWS_OPENED.with(Cell::get), in_stay, note));
         }
     });
     if left.is_ok() {
@@ -113,15 +115,17 @@ pub(crate) fn guarded<R>(
     what: &'static str,
     f: impl FnOnce() -> R,
 ) -> Option<R> {
-    guarded_for(site, 0, what, f)
+    guarded_for(site, 0, false, what, f)
 }
 
 /// [`guarded`], for a callback of the operation at address `op` (0: none
 /// in particular): with no site, inside a watch window, a panic is left for
-/// the window watching that operation to report (see [`WatchWindow`]).
+/// the window watching that operation to report (see [`WatchWindow`];
+/// `in_stay`: as [`leave`]).
 fn guarded_for<R>(
     site: Option<&Site>,
     op: usize,
+    in_stay: bool,
     what: &'static str,
     f: impl FnOnce() -> R,
 ) -> Option<R> {
@@ -138,7 +142,7 @@ fn guarded_for<R>(
                     site.count_panic();
                 }
                 None if op != 0 => {
-                    if leave(op, Note::Panicked(what, msg.to_string())).is_some() {
+                    if leave(op, in_stay, Note::Panicked(what, msg.to_string())).is_some() {
                         log::error!("purgatory <unwatched>: {what} panicked: {msg}");
                     }
                 }
@@ -161,6 +165,10 @@ fn guarded_for<R>(
 /// callbacks that ran: no purgatory had attached the operation, so no
 /// owner counts them.
 ///
+/// Once its watch has claimed the operation, a completion that was not of
+/// a stay (a force after a cancel from the second try) is no purgatory's,
+/// as outside a window: not counted, its panics logged as unwatched.
+///
 /// Windows nest: user code one runs may watch other operations, or the
 /// same one elsewhere. A note goes to the innermost window of its
 /// operation that was open when it was left: windows are numbered as they
@@ -177,6 +185,8 @@ pub(crate) struct WatchWindow<'a> {
     number: u64,
     /// Whether no other window was open when it opened.
     outermost: bool,
+    /// Whether its watch has claimed the operation.
+    claimed: bool,
 }
 
 impl<'a> WatchWindow<'a> {
@@ -197,7 +207,13 @@ impl<'a> WatchWindow<'a> {
             op: Arc::as_ptr(op) as usize,
             number,
             outermost: outer == 0,
+            claimed: false,
         }
+    }
+
+    /// Marks the operation claimed by this window's watch.
+    pub(crate) fn claimed(&mut self) {
+        self.claimed = true;
     }
 
     /// Counts and reports what was left for this window, and, if it is
@@ -211,17 +227,18 @@ impl<'a> WatchWindow<'a> {
         let mut panics = Vec::new();
         let mut unclaimed = Vec::new();
         let _ = LEFT.try_with(|left| {
-            left.borrow_mut().retain_mut(|(op, at, note)| {
+            left.borrow_mut().retain_mut(|(op, at, in_stay, note)| {
                 let mine = *op == self.op && *at >= self.number;
                 if !mine && !self.outermost {
                     return true;
                 }
+                let counted = mine && (*in_stay || !self.claimed);
                 match note {
-                    Note::Completed if mine => completed += 1,
+                    Note::Completed if counted => completed += 1,
                     Note::Completed => {}
                     Note::Panicked(what, msg) => {
                         let panic = (*what, std::mem::take(msg));
-                        if mine {
+                        if counted {
                             panics.push(panic);
                         } else {
                             unclaimed.push(panic);
@@ -422,6 +439,7 @@ impl<Op: DelayedOperation> Shared<Op> {
         note: bool,
     ) -> Option<Released<Op>> {
         debug_assert!(outcome != Outcome::Cancelled);
+        let in_stay = self.is_watched();
         if !self.state.decide(outcome) {
             return None;
         }
@@ -430,11 +448,15 @@ impl<Op: DelayedOperation> Shared<Op> {
         let addr = Arc::as_ptr(self) as usize;
         if owner.is_none() && note {
             // No owner counts it: the window watching it does, if any.
-            leave(addr, Note::Completed);
+            leave(addr, in_stay, Note::Completed);
         }
-        guarded_for(site, addr, "on_complete", || self.op().on_complete());
+        guarded_for(site, addr, in_stay, "on_complete", || {
+            self.op().on_complete()
+        });
         if outcome == Outcome::Expired {
-            guarded_for(site, addr, "on_expiration", || self.op().on_expiration());
+            guarded_for(site, addr, in_stay, "on_expiration", || {
+                self.op().on_expiration()
+            });
         }
         if self.state.settle() {
             released.late = self
@@ -458,11 +480,12 @@ impl<Op: DelayedOperation> Shared<Op> {
     /// Cancels the operation if a watch has claimed it and not attached it
     /// yet: steps 1 and 2, no callback, nothing to detach. Only code that
     /// watch runs under the operation lock gets here (a `cancel_for_key`
-    /// from its keys, finding it in a list it joined); the watch sees it
-    /// cancelled and leaves its lists. No owner counts it: the caller does.
-    /// Lock held.
+    /// from its keys, finding it in a list it joined). The operation is
+    /// then leaving (see [`OpState`](crate::outcome::OpState)) until the
+    /// watch has left its lists. No owner counts it: the caller does. Lock
+    /// held.
     pub(crate) fn cancel_unattached(self: &Arc<Self>) -> Option<Released<Op>> {
-        if self.links().owner.is_some() || !self.state.decide(Outcome::Cancelled) {
+        if self.links().owner.is_some() || !self.state.cancel_claimed() {
             return None;
         }
         Some(self.unlink(Outcome::Cancelled).0)
