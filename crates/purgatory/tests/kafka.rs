@@ -312,7 +312,7 @@ fn try_complete_with_multiple_threads() {
                 loop {
                     let n = next.fetch_add(1, Ordering::Relaxed);
                     let Some(&i) = tasks.get(n) else { break };
-                    for _ in 0..rng.gen_range(0..3) {
+                    for _ in 0..rng.random_range(0..3) {
                         std::thread::yield_now();
                     }
                     if remaining[i].fetch_sub(1, Ordering::AcqRel) == 1 {

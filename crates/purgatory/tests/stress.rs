@@ -50,13 +50,13 @@ fn stress_every_operation_completes_exactly_once() {
     let ops: Vec<Operation<MockOp>> = (0..OPS)
         .map(|i| {
             let lock = if i % 4 == 0 {
-                locks[rng.gen_range(0..GROUP_LOCKS)].clone()
+                locks[rng.random_range(0..GROUP_LOCKS)].clone()
             } else {
                 new_operation_lock()
             };
             Operation::with_lock(
                 MockOp {
-                    timeout: Duration::from_millis(rng.gen_range(1..300)),
+                    timeout: Duration::from_millis(rng.random_range(1..300)),
                     lock: Some(lock.clone()),
                     drops: DropCounter(Some(drops.clone())),
                     ..MockOp::default()
@@ -68,7 +68,7 @@ fn stress_every_operation_completes_exactly_once() {
     let keys: Vec<Vec<Key>> = (0..OPS)
         .map(|_| {
             (0..KEYS_PER_OP)
-                .map(|_| format!("key{}", rng.gen_range(0..KEYS)))
+                .map(|_| format!("key{}", rng.random_range(0..KEYS)))
                 .collect()
         })
         .collect();
@@ -133,12 +133,12 @@ fn stress_every_operation_completes_exactly_once() {
                     // Mostly recently watched operations (older ones have
                     // mostly expired), sometimes any.
                     let watched = progress.load(Ordering::Acquire).max(1);
-                    let i = if rng.gen_ratio(9, 10) {
-                        rng.gen_range(watched.saturating_sub(2_000)..watched)
+                    let i = if rng.random_ratio(9, 10) {
+                        rng.random_range(watched.saturating_sub(2_000)..watched)
                     } else {
-                        rng.gen_range(0..OPS)
+                        rng.random_range(0..OPS)
                     };
-                    match rng.gen_range(0..10) {
+                    match rng.random_range(0..10) {
                         0 => {
                             if ops[i].force_complete() {
                                 by_force.fetch_add(1, Ordering::Relaxed);
@@ -146,13 +146,13 @@ fn stress_every_operation_completes_exactly_once() {
                         }
                         1..=5 => {
                             ops[i].set_completable();
-                            let k = &keys[i][rng.gen_range(0..KEYS_PER_OP)];
+                            let k = &keys[i][rng.random_range(0..KEYS_PER_OP)];
                             by_check.fetch_add(p.check_and_complete(k), Ordering::Relaxed);
                         }
                         _ => {
                             // A check on an unrelated key: tries operations
                             // made completable but not yet checked.
-                            let k = format!("key{}", rng.gen_range(0..KEYS));
+                            let k = format!("key{}", rng.random_range(0..KEYS));
                             by_check.fetch_add(p.check_and_complete(&k), Ordering::Relaxed);
                         }
                     }

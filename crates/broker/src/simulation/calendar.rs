@@ -275,16 +275,16 @@ mod tests {
             for index in 0..3_000u32 {
                 // Mostly within the horizon, some far beyond it; the caller
                 // sometimes jumps far ahead, sometimes a millisecond.
-                let ahead = match rng.gen_range(0..10) {
-                    0 => rng.gen_range(horizon..horizon * 20),
-                    _ => rng.gen_range(1..=horizon),
+                let ahead = match rng.random_range(0..10) {
+                    0 => rng.random_range(horizon..horizon * 20),
+                    _ => rng.random_range(1..=horizon),
                 };
                 c.push(now + ahead, index);
                 model.insert((now + ahead, index));
                 assert_eq!(c.next_due(), model.first().map(|&(t, _)| t), "seed {seed}");
-                now += match rng.gen_range(0..4) {
-                    0 => rng.gen_range(0..horizon * 3),
-                    _ => rng.gen_range(0..3),
+                now += match rng.random_range(0..4) {
+                    0 => rng.random_range(0..horizon * 3),
+                    _ => rng.random_range(0..3),
                 };
                 while let Some((due, bucket)) = c.pop_due(now) {
                     let expected: Vec<u32> = model

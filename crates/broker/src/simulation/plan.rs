@@ -74,12 +74,12 @@ pub(super) fn plan_fates(config: &SimConfig, rng: &mut StdRng) -> Vec<Fate> {
     let interval = config.heartbeat_interval_ms;
     let mut fates = vec![Fate::Healthy; config.consumers];
     for (rank, &index) in order.iter().take(crashes + stalls).enumerate() {
-        let at = rng.gen_range(first..=last);
+        let at = rng.random_range(first..=last);
         fates[index] = if rank < crashes {
             Fate::Crash { at }
         } else {
             let extra = rng
-                .gen_range(interval / 4..=interval / 2)
+                .random_range(interval / 4..=interval / 2)
                 .max(DETECTION_MARGIN_MS);
             Fate::Stall {
                 at,

@@ -286,7 +286,7 @@ impl<'a> Engine<'a> {
         let groups = self.config.groups;
         for index in 0..self.config.consumers {
             self.handlers.queue(index % groups, index as u32);
-            let first = self.rng.gen_range(1..=self.config.heartbeat_interval_ms);
+            let first = self.rng.random_range(1..=self.config.heartbeat_interval_ms);
             self.events.push(first, index as u32);
         }
         self.handlers.run(Request::Join);
@@ -437,7 +437,7 @@ impl<'a> Engine<'a> {
         let jitter = self.config.jitter_ms();
         let gap = self
             .rng
-            .gen_range(interval - jitter..=interval + jitter)
+            .random_range(interval - jitter..=interval + jitter)
             .max(1);
         self.events.push(due + gap, index as u32);
         true
