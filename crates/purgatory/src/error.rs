@@ -15,7 +15,9 @@ pub enum PurgatoryError {
     /// The purgatory has been shut down (or shut down while the call ran).
     Shutdown,
     /// The operation is already watched (by this or another purgatory); an
-    /// operation is watched at most once at a time.
+    /// operation is watched at most once at a time. (Also, from the key
+    /// iterator of a watch that cancelled it, until that watch returns: see
+    /// [`try_complete_else_watch`](crate::Purgatory::try_complete_else_watch).)
     AlreadyWatched,
     /// The operation has already completed; a completed operation is never
     /// watched again.

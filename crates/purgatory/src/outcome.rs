@@ -104,8 +104,9 @@ impl Outcome {
 /// Invariants: `COMPLETED` is set once and never cleared, and only by a
 /// winning [`decide`](Self::decide); `WATCHED` is set by
 /// [`claim`](Self::claim) and cleared by the `decide` that ends the stay,
-/// or, for a stay that code its own watch runs cancelled before the watch
-/// attached it ([`cancel_claimed`](Self::cancel_claimed)), by
+/// by [`unclaim`](Self::unclaim) (a watch that failed before attaching),
+/// or, for a stay cancelled before its watch attached it, by the key
+/// iterator that watch runs ([`cancel_claimed`](Self::cancel_claimed)), by
 /// [`left`](Self::left) once that watch has left the lists it joined.
 /// Until then the operation is *leaving*: `WATCHED` and `CANCELLED` both
 /// set, its outcome `Cancelled`, not pending, and neither decided again nor
@@ -144,7 +145,7 @@ impl OpState {
         self.load() & WATCHED != 0
     }
 
-    /// Watched and not completed: a candidate for a check.
+    /// Watched, not completed and not leaving: a candidate for a check.
     pub(crate) fn is_pending(&self) -> bool {
         self.load() & (WATCHED | COMPLETED | CANCELLED) == WATCHED
     }
@@ -213,9 +214,10 @@ impl OpState {
 
     /// Ends the operation's stay with `outcome`, if nobody has: `Completed`
     /// wins unless the operation has completed (a cancelled one, out of the
-    /// purgatory, may still be completed by force); `Expired` and
-    /// `Cancelled` only while it is watched and not completed (a timeout or
-    /// a cancel applies to a stay). Returns whether this call decided.
+    /// purgatory, may still be completed by force) or is leaving; `Expired`
+    /// and `Cancelled` only while it is watched, not completed and not
+    /// leaving (a timeout or a cancel applies to a stay that goes on).
+    /// Returns whether this call decided.
     pub(crate) fn decide(&self, outcome: Outcome) -> bool {
         self.0
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
@@ -230,7 +232,8 @@ impl OpState {
 
     /// Ends a claimed stay with `Cancelled` while keeping the claim: the
     /// operation is leaving (see the invariants) until [`left`](Self::left).
-    /// For a stay no purgatory has attached yet. Returns whether this call
+    /// For a stay no purgatory has attached yet, cancelled by code its
+    /// watch runs. Returns whether this call
     /// decided. Lock held.
     pub(crate) fn cancel_claimed(&self) -> bool {
         self.0

@@ -214,30 +214,35 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
     ///
     /// The key iterator and each key's `Hash`/`Eq` run under the operation
     /// lock, which is reentrant; only the first key is taken and hashed
-    /// before the lock (so that its shard is fetched meanwhile). If they
-    /// (or `timeout`) complete the operation on this thread
+    /// before the lock (so that its shard is fetched meanwhile). A key's
+    /// `Hash` and `Eq` must not call the purgatory (see [`WatchKey`]: `Eq`
+    /// runs under a watch-list lock too), but the iterator may. If it (or
+    /// `timeout`) completes the operation on this thread
     /// ([`Operation::force_complete`], or a
     /// [`check_and_complete`](Self::check_and_complete) on a key already
-    /// joined), it leaves the lists it joined and is neither counted as
-    /// watched nor armed, and the call returns `Ok(true)`, as when the
-    /// first `try_complete` succeeds (the completion, and a panic of its
-    /// callbacks, count here too); completed while the first key is taken,
-    /// it is found completed: [`PurgatoryError::AlreadyCompleted`]. If they
-    /// cancel it ([`cancel_for_key`](Self::cancel_for_key) on a key already
-    /// joined), it leaves the lists it joined the same way and the call
-    /// returns `Ok(false)`, the operation cancelled; until the call returns
-    /// it can be neither forced nor watched again (`AlreadyWatched`). (A
+    /// joined), the operation leaves the lists it joined and is neither
+    /// counted as watched nor armed, and the call returns `Ok(true)`, as
+    /// when the first `try_complete` succeeds (the completion, and a panic
+    /// of its callbacks, count here too); completed while the first key is
+    /// taken, it is found completed: [`PurgatoryError::AlreadyCompleted`].
+    /// If the iterator cancels it
+    /// ([`cancel_for_key`](Self::cancel_for_key) on a key already joined),
+    /// it leaves the lists it joined the same way and the call returns
+    /// `Ok(false)`, the operation cancelled; until the call returns it can
+    /// be neither forced nor watched again (`AlreadyWatched`). (A
     /// [`cancel`](Self::cancel) from there finds it not yet watched here,
-    /// and returns `false`.) Calls
-    /// they make into a purgatory hold back what they release until this
-    /// call returns, as calls made from callbacks do. Keys the watch does
-    /// not use (left in the iterator, or refused by a shutdown) are dropped
-    /// after the operation lock is released.
+    /// and returns `false`.) Calls the iterator makes into a purgatory hold
+    /// back what they release until this call returns, as calls made from
+    /// callbacks do. Keys the watch does not use (left in the iterator, or
+    /// refused by a shutdown) are dropped after the operation lock is
+    /// released.
     ///
     /// # Panics
     /// If a key's `Hash` or `Eq` (or the key iterator) panics, the panic
     /// reaches the caller, and the operation is left as it was: in no list,
-    /// not counted, not armed, not completed (it may be watched again).
+    /// not counted, not armed, not completed (it may be watched again),
+    /// unless the iterator completed or cancelled it before: it then stays
+    /// so, in no list.
     ///
     /// # Errors
     /// * [`PurgatoryError::NoKeys`] if `keys` is empty (nothing is tried).
@@ -702,10 +707,11 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
     /// and removed from the watch lists of their other keys too. They may
     /// be watched again. Returns an empty vector for an unknown key. An
     /// operation watched more than once under `key` is returned once
-    /// (Kafka's `cancelForKey` returns it once per watch). Made from the keys
-    /// of a watch (see
+    /// (Kafka's `cancelForKey` returns it once per watch). Made from the key
+    /// iterator of a watch (see
     /// [`try_complete_else_watch`](Self::try_complete_else_watch)), it
-    /// cancels that watch's operation too if the operation joined `key`.
+    /// cancels that watch's operation too if the operation joined `key`;
+    /// that one may be watched again once the watch returns.
     ///
     /// `key` may be any borrowed form of the key type (see
     /// [`check_and_complete`](Self::check_and_complete)).
@@ -725,8 +731,8 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
             // completer, and one cancelled meanwhile and watched again (under
             // other keys) to its new stay. One in this stay with no owner
             // yet is being watched here, by the watch that holds its lock on
-            // this thread and runs this call from its keys: cancelled, it is
-            // counted here.
+            // this thread and runs this call from its key iterator:
+            // cancelled, it is counted here.
             let token = {
                 let _guard = op.lock();
                 if op.stay() != stay {

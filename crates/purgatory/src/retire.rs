@@ -41,7 +41,9 @@
 //!   The watch takes the lock first, so by then the old slots are gone, and
 //!   no check or `cancel_for_key` of a key it left finds it through them.
 //!   (A completed or expired operation is never watched again, so its
-//!   slots may wait for a batch.)
+//!   slots may wait for a batch. One cancelled by its own watch's key
+//!   iterator before the watch attached it has its slots freed by that
+//!   watch, under the same hold of its lock, and stays claimed until then.)
 //! * Lock order: a stripe's lock is taken only by these methods, called
 //!   with no watch-list or timer lock held (an operation's lock may be:
 //!   an operation retires as it leaves); under it they take the

@@ -290,8 +290,9 @@ impl<Op: DelayedOperation> Shared<Op> {
         self.state.is_watched()
     }
 
-    /// Whether the operation is watched and not completed: a candidate for
-    /// `check_and_complete`. Lock-free; re-checked under the lock.
+    /// Whether the operation is watched and not completed (nor leaving, see
+    /// [`OpState`]): a candidate for `check_and_complete`. Lock-free;
+    /// re-checked under the lock.
     pub(crate) fn is_pending(&self) -> bool {
         self.state.is_pending()
     }
@@ -436,7 +437,9 @@ impl<Op: DelayedOperation> Operation<Op> {
         self.0.state.is_expired()
     }
 
-    /// Whether the operation is currently watched by a purgatory.
+    /// Whether the operation is currently watched by a purgatory. (`false`
+    /// too for one the key iterator of its watch cancelled, though until
+    /// that watch returns it is neither watched again nor forced.)
     pub fn is_watched(&self) -> bool {
         self.0.is_watched() && !self.0.state.is_leaving()
     }

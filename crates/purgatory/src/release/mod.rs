@@ -9,7 +9,10 @@
 //!    queues its slots and timer entry to be freed in a batch (see
 //!    [`crate::retire`]; those hold it weakly, so only memory waits there),
 //!    or, for a cancel, frees them at once: a cancelled operation may be
-//!    watched again as soon as the lock is released.
+//!    watched again as soon as the lock is released. (One not attached yet,
+//!    cancelled by its watch's key iterator, has its slots in that watch's
+//!    hands: it stays claimed until the watch has freed them, see
+//!    [`OpState`](crate::outcome::OpState).)
 //! 3. **Callbacks**, still under the lock, with no purgatory lock held:
 //!    `on_complete`, then `on_expiration` for an expiry; none for a cancel.
 //!    Then the operation is settled: its outcome shows, and waiters that
@@ -219,7 +222,7 @@ impl<'a> WatchWindow<'a> {
     /// Counts and reports what was left for this window, and, if it is
     /// the outermost, drops the rest (logging its panics as unwatched).
     /// Rare: only user code forcing an operation before its attach, a check
-    /// from its keys, or a panicking callback leaves anything.
+    /// from its key iterator, or a panicking callback leaves anything.
     #[cold]
     #[inline(never)]
     fn report(&self) {
@@ -480,9 +483,9 @@ impl<Op: DelayedOperation> Shared<Op> {
     /// Cancels the operation if a watch has claimed it and not attached it
     /// yet: steps 1 and 2, no callback, nothing to detach. Only code that
     /// watch runs under the operation lock gets here (a `cancel_for_key`
-    /// from its keys, finding it in a list it joined). The operation is
-    /// then leaving (see [`OpState`](crate::outcome::OpState)) until the
-    /// watch has left its lists. No owner counts it: the caller does. Lock
+    /// from its key iterator, finding it in a list it joined). The
+    /// operation is then leaving (see [`OpState`](crate::outcome::OpState))
+    /// until the watch has left its lists. No owner counts it: the caller does. Lock
     /// held.
     pub(crate) fn cancel_unattached(self: &Arc<Self>) -> Option<Released<Op>> {
         if self.links().owner.is_some() || !self.state.cancel_claimed() {
@@ -666,7 +669,8 @@ impl<Op: DelayedOperation> Operation<Op> {
     /// `forceComplete`). Returns `true` iff this call completed it; its
     /// [`outcome`](Self::outcome) is then [`Outcome::Completed`]. An
     /// operation cancelled earlier (out of the purgatory, its waiters told
-    /// `Cancelled`) may still be completed this way by its owner.
+    /// `Cancelled`) may still be completed this way by its owner (from the
+    /// key iterator of a watch that cancelled it, once that watch returns).
     ///
     /// Takes the operation lock, leaves every watch list, disarms the timer
     /// and runs `on_complete` (not `on_expiration`). Safe to call from inside

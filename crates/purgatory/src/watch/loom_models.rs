@@ -1,8 +1,10 @@
 //! The stay a list shows, under loom: a check copies an operation out of a
 //! list with the epoch read there, under the shard lock, and acts under the
 //! operation lock only if that stay goes on. A cancel frees the stay's
-//! slots under the operation lock, so a new stay (claimed under that lock)
-//! is never completed through a slot of the one before. Run with
+//! slots under the operation lock (or, cancelled by its watch's key
+//! iterator, keeps the claim until that watch has freed them), so a new
+//! stay (claimed under that lock) is never completed through a slot of the
+//! one before. Run with
 //! `RUSTFLAGS="--cfg loom" cargo test -p purgatory --release --lib loom_models`.
 
 use std::sync::{Arc, Weak};
@@ -93,6 +95,40 @@ fn a_check_completes_only_the_stay_whose_slot_it_found() {
             assert!(completed, "only a completion stops the cancel");
             assert_eq!(op.outcome(), Some(Outcome::Completed));
         }
+    });
+}
+
+/// A check of the list races a watch whose key iterator cancels its stay
+/// after it joined the list (the operation not attached yet), then a new
+/// stay: the leaving operation keeps its claim until the watch has freed
+/// its slot, so the check completes neither stay, whatever it read.
+#[test]
+fn a_check_completes_no_stay_through_the_slot_of_one_cancelled_before_its_attach() {
+    loom::model(|| {
+        let op = Operation::new(Ready);
+        let owner: OwnerRef<Ready> = Arc::new(Arc::new(NoOwner::new()));
+        let list = Arc::new(List::new(None));
+        let checker = loom::thread::spawn({
+            let list = list.clone();
+            move || check(&list)
+        });
+        let released = {
+            let _guard = op.lock();
+            assert!(op.0.claim());
+            *list.lock() = Some(Arc::downgrade(&op.0));
+            let released = op.0.cancel_unattached().expect("cancelled");
+            assert!(!op.0.claim(), "claimed again while its slot is listed");
+            *list.lock() = None;
+            op.0.state.left();
+            released
+        };
+        drop(released);
+        let again = watch(&op, &owner, None);
+        let completed = checker.join().unwrap();
+        assert_ne!(completed, Some(true), "completed through the old slot");
+        assert_eq!(again, Some(2), "watched again");
+        assert!(op.is_watched() && op.outcome().is_none());
+        assert!(cancel(&op, &owner, &list));
     });
 }
 
