@@ -219,6 +219,14 @@ impl OpState {
     /// leaving (a timeout or a cancel applies to a stay that goes on).
     /// Returns whether this call decided.
     pub(crate) fn decide(&self, outcome: Outcome) -> bool {
+        self.decide_in(outcome).is_some()
+    }
+
+    /// [`decide`](Self::decide), returning, if this call decided, whether
+    /// the operation was watched then (it ended a stay): read by the one
+    /// read-modify-write, as a separate load would fetch the line shared
+    /// from the core that last had it and upgrade it again.
+    pub(crate) fn decide_in(&self, outcome: Outcome) -> Option<bool> {
         self.0
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
                 let open = match outcome {
@@ -227,7 +235,8 @@ impl OpState {
                 };
                 open.then_some((s & !(WATCHED | CANCELLED)) | outcome.bits())
             })
-            .is_ok()
+            .ok()
+            .map(|s| s & WATCHED != 0)
     }
 
     /// Ends a claimed stay with `Cancelled` while keeping the claim: the

@@ -442,10 +442,7 @@ impl<Op: DelayedOperation> Shared<Op> {
         note: bool,
     ) -> Option<Released<Op>> {
         debug_assert!(outcome != Outcome::Cancelled);
-        let in_stay = self.is_watched();
-        if !self.state.decide(outcome) {
-            return None;
-        }
+        let in_stay = self.state.decide_in(outcome)?;
         let (mut released, owner) = self.unlink(outcome);
         let site = owner.as_ref().map_or(unattached, |o| Some(o.site()));
         let addr = Arc::as_ptr(self) as usize;
