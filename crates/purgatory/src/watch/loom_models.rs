@@ -69,23 +69,31 @@ fn check(list: &List) -> Option<bool> {
     found.map(|(op, stay)| op.check(None, stay).0)
 }
 
+/// An operation, its owner, and a list it is not in.
+fn fresh() -> (Operation<Ready>, OwnerRef<Ready>, Arc<List>) {
+    let op = Operation::new(Ready);
+    let owner: OwnerRef<Ready> = Arc::new(Arc::new(NoOwner::new()));
+    (op, owner, Arc::new(List::new(None)))
+}
+
+/// A thread making one [`check`] of `list`.
+fn checking(list: &Arc<List>) -> loom::thread::JoinHandle<Option<bool>> {
+    let list = list.clone();
+    loom::thread::spawn(move || check(&list))
+}
+
 /// A check of the list races a cancel and a new stay under another key:
 /// it completes the first stay (and the cancel finds it completed), or
 /// nothing, leaving the new stay on.
 #[test]
 fn a_check_completes_only_the_stay_whose_slot_it_found() {
     loom::model(|| {
-        let op = Operation::new(Ready);
-        let owner: OwnerRef<Ready> = Arc::new(Arc::new(NoOwner::new()));
-        let list = Arc::new(List::new(None));
+        let (op, owner, list) = fresh();
         watch(&op, &owner, Some(&list)).expect("watched");
-        let checker = loom::thread::spawn({
-            let list = list.clone();
-            move || check(&list).unwrap_or(false)
-        });
+        let checker = checking(&list);
         let cancelled = cancel(&op, &owner, &list);
         let again = cancelled.then(|| watch(&op, &owner, None));
-        let completed = checker.join().unwrap();
+        let completed = checker.join().unwrap().unwrap_or(false);
         if cancelled {
             assert!(again.flatten().is_some(), "watched again");
             assert!(!completed, "the new stay completed through the old slot");
@@ -105,13 +113,8 @@ fn a_check_completes_only_the_stay_whose_slot_it_found() {
 #[test]
 fn a_check_completes_no_stay_through_the_slot_of_one_cancelled_before_its_attach() {
     loom::model(|| {
-        let op = Operation::new(Ready);
-        let owner: OwnerRef<Ready> = Arc::new(Arc::new(NoOwner::new()));
-        let list = Arc::new(List::new(None));
-        let checker = loom::thread::spawn({
-            let list = list.clone();
-            move || check(&list)
-        });
+        let (op, owner, list) = fresh();
+        let checker = checking(&list);
         let released = {
             let _guard = op.lock();
             assert!(op.0.claim());
@@ -138,13 +141,8 @@ fn a_check_completes_no_stay_through_the_slot_of_one_cancelled_before_its_attach
 #[test]
 fn a_check_finding_a_slot_as_it_is_filled_completes_that_stay() {
     loom::model(|| {
-        let op = Operation::new(Ready);
-        let owner: OwnerRef<Ready> = Arc::new(Arc::new(NoOwner::new()));
-        let list = Arc::new(List::new(None));
-        let checker = loom::thread::spawn({
-            let list = list.clone();
-            move || check(&list)
-        });
+        let (op, owner, list) = fresh();
+        let checker = checking(&list);
         let epoch = watch(&op, &owner, Some(&list)).expect("watched");
         match checker.join().unwrap() {
             Some(completed) => {
