@@ -105,8 +105,8 @@ impl Outcome {
 /// winning [`decide`](Self::decide); `WATCHED` is set by
 /// [`claim`](Self::claim) and cleared by the `decide` that ends the stay,
 /// by [`unclaim`](Self::unclaim) (a watch that failed before attaching),
-/// or, for a stay cancelled before its watch attached it, by the key
-/// iterator that watch runs ([`cancel_claimed`](Self::cancel_claimed)), by
+/// or, for a stay that its watch's key iterator cancelled before the watch
+/// attached it ([`cancel_claimed`](Self::cancel_claimed)), by
 /// [`left`](Self::left) once that watch has left the lists it joined.
 /// Until then the operation is *leaving*: `WATCHED` and `CANCELLED` both
 /// set, its outcome `Cancelled`, not pending, and neither decided again nor
@@ -150,7 +150,7 @@ impl OpState {
         self.load() & (WATCHED | COMPLETED | CANCELLED) == WATCHED
     }
 
-    /// Cancelled by code its own watch runs, the watch not yet returned
+    /// Cancelled by its watch's key iterator, the watch not yet returned
     /// (see the invariants).
     pub(crate) fn is_leaving(&self) -> bool {
         self.load() & LEAVING == LEAVING
@@ -241,9 +241,8 @@ impl OpState {
 
     /// Ends a claimed stay with `Cancelled` while keeping the claim: the
     /// operation is leaving (see the invariants) until [`left`](Self::left).
-    /// For a stay no purgatory has attached yet, cancelled by code its
-    /// watch runs. Returns whether this call
-    /// decided. Lock held.
+    /// For a stay no purgatory has attached yet, cancelled by its watch's
+    /// key iterator. Returns whether this call decided. Lock held.
     pub(crate) fn cancel_claimed(&self) -> bool {
         self.0
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {

@@ -467,8 +467,8 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
             Ok(()) => members,
             Err(panic) => {
                 self.leave_partial(shared, members);
-                // Completed or cancelled by the keys before one panicked, it
-                // stays so (its window counts a completion).
+                // Completed or cancelled by the key iterator before a key
+                // panicked, it stays so (its window counts a completion).
                 if shared.state.is_leaving() {
                     shared.state.left();
                 } else if shared.is_pending() {

@@ -482,8 +482,8 @@ impl<Op: DelayedOperation> Shared<Op> {
     /// watch runs under the operation lock gets here (a `cancel_for_key`
     /// from its key iterator, finding it in a list it joined). The
     /// operation is then leaving (see [`OpState`](crate::outcome::OpState))
-    /// until the watch has left its lists. No owner counts it: the caller does. Lock
-    /// held.
+    /// until the watch has left its lists. No owner counts it: the caller
+    /// does. Lock held.
     pub(crate) fn cancel_unattached(self: &Arc<Self>) -> Option<Released<Op>> {
         if self.links().owner.is_some() || !self.state.cancel_claimed() {
             return None;
