@@ -42,11 +42,11 @@ use crate::home::Home;
 use crate::members::Members;
 use crate::operation::{DelayedOperation, Operation, OwnerRef, Shared};
 use crate::outcome::Outcome;
-use crate::release::{self, guarded, let_go, ExpiryTask, Released, WatchWindow};
+use crate::release::{self, drop_logged, guarded, let_go, ExpiryTask, Released, WatchWindow};
 use crate::retire::{RetireQueue, Retired, Unwatch};
 use crate::stackbuf::StackBuf;
 use crate::sync::Mutex;
-use crate::watch::{KeyHasher, KeysHeld, Located, WatchIndex, WatchKey};
+use crate::watch::{self, KeyHasher, KeysHeld, Located, WatchIndex, WatchKey};
 
 /// What a watch answers if the operation's first try or `timeout` watched
 /// it (here or elsewhere) since its stay was `stay`: still watched,
@@ -216,7 +216,8 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
     /// lock, which is reentrant; only the first key is taken and hashed
     /// before the lock (so that its shard is fetched meanwhile). A key's
     /// `Hash` and `Eq` must not call the purgatory (see [`WatchKey`]: `Eq`
-    /// runs under a watch-list lock too), but the iterator may. If it (or
+    /// runs under a watch-list lock too, and such a call panics), but the
+    /// iterator may. If it (or
     /// `timeout`) completes the operation on this thread
     /// ([`Operation::force_complete`], or a
     /// [`check_and_complete`](Self::check_and_complete) on a key already
@@ -270,6 +271,13 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
         op: impl Into<Operation<Op>>,
         keys: impl IntoIterator<Item = K>,
     ) -> Result<bool, PurgatoryError> {
+        if watch::in_key_eq() {
+            // What it was handed goes the guarded way, as the panic unwinds
+            // through user code.
+            drop_logged(op, "an operation's Drop");
+            drop_logged(keys, "a key's Drop");
+            watch::called_from_key_eq("try_complete_else_watch");
+        }
         let op = op.into();
         // A panic from a key (its `Hash` or `Eq`, their iterator) reaches
         // the caller, but not before our handle and what the watch held
@@ -615,6 +623,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
     where
         K: Borrow<Q>,
     {
+        watch::not_from_key_eq("check_and_complete");
         let site = Some(&self.home.site);
         // On the stack: a check of a short list (a heartbeat's one
         // operation) allocates nothing.
@@ -689,6 +698,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
     /// assert_eq!((purgatory.watched(), purgatory.delayed()), (0, 0));
     /// ```
     pub fn cancel(&self, op: &Operation<Op>) -> bool {
+        watch::not_from_key_eq("cancel");
         let released = {
             let _guard = op.0.lock();
             op.0.cancel(self.home.addr())
@@ -719,6 +729,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
     where
         K: Borrow<Q>,
     {
+        watch::not_from_key_eq("cancel_for_key");
         let mut ops = Vec::new();
         if !self.index.remove(key, &mut ops) {
             return Vec::new();

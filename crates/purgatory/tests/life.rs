@@ -989,6 +989,128 @@ impl Drop for Brittle {
     }
 }
 
+thread_local! {
+    /// What the next `Calling` key's `Eq` does first, once.
+    static ON_EQ: std::cell::RefCell<Option<Box<dyn FnOnce()>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// A key whose `Eq` runs what `ON_EQ` holds.
+#[derive(Debug, Clone)]
+struct Calling(u32);
+
+impl Hash for Calling {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.0.hash(state);
+    }
+}
+
+impl PartialEq for Calling {
+    fn eq(&self, other: &Self) -> bool {
+        if let Some(call) = ON_EQ.with(|on| on.borrow_mut().take()) {
+            call();
+        }
+        self.0 == other.0
+    }
+}
+
+impl Eq for Calling {}
+
+/// A purgatory call made from a key's `Eq` (under a watch-list lock, which
+/// a call needing the same shard would wait for, for good) panics at once,
+/// naming the call, and changes nothing; the panic reaches the caller of
+/// the call whose `Eq` it was, which leaves everything as it was too.
+#[test]
+fn a_purgatory_call_from_a_keys_eq_panics_instead_of_waiting_for_itself() {
+    type P = Arc<Purgatory<Calling, MockOp>>;
+    type Call = Box<dyn Fn(&P, &Operation<MockOp>)>;
+    let p: P = Arc::new(on_manual_clock("calling", ShutdownPolicy::Drop));
+    let watched = op(1_000);
+    assert_eq!(
+        p.try_complete_else_watch(watched.clone(), [Calling(1)]),
+        Ok(false)
+    );
+    let calls: Vec<(&str, Call)> = vec![
+        (
+            "try_complete_else_watch",
+            Box::new(|p, _| {
+                let _ = p.try_complete_else_watch(op(1), [Calling(1)]);
+            }),
+        ),
+        (
+            "check_and_complete",
+            Box::new(|p, _| {
+                p.check_and_complete(&Calling(1));
+            }),
+        ),
+        (
+            "cancel",
+            Box::new(|p, o| {
+                p.cancel(o);
+            }),
+        ),
+        (
+            "cancel_for_key",
+            Box::new(|p, _| {
+                p.cancel_for_key(&Calling(1));
+            }),
+        ),
+        (
+            "force_complete",
+            Box::new(|_, o| {
+                o.force_complete();
+            }),
+        ),
+        (
+            "watched_on",
+            Box::new(|p, _| {
+                p.watched_on(&Calling(1));
+            }),
+        ),
+        (
+            "watched_keys",
+            Box::new(|p, _| {
+                p.watched_keys();
+            }),
+        ),
+        ("purge", Box::new(|p, _| p.purge())),
+        (
+            "advance_clock",
+            Box::new(|p, _| {
+                p.advance_clock(Duration::ZERO);
+            }),
+        ),
+        (
+            "shutdown",
+            Box::new(|p, _| {
+                p.shutdown();
+            }),
+        ),
+    ];
+    for (name, call) in calls {
+        let (inner, o) = (p.clone(), watched.clone());
+        ON_EQ.with(|on| *on.borrow_mut() = Some(Box::new(move || call(&inner, &o))));
+        let outer = catch_unwind(AssertUnwindSafe(|| p.check_and_complete(&Calling(1))));
+        let panic = outer.expect_err(name);
+        let message = panic.downcast_ref::<String>().expect("a message");
+        assert!(
+            message.contains(name) && message.contains("`Eq`"),
+            "{message}"
+        );
+        assert!(
+            watched.is_watched() && !p.is_shut_down(),
+            "{name} changed something"
+        );
+        assert_eq!(
+            (p.watched(), p.delayed(), p.watched_on(&Calling(1))),
+            (1, 1, 1)
+        );
+    }
+    watched.completable.store(true, Ordering::SeqCst);
+    assert_eq!(p.check_and_complete(&Calling(1)), 1);
+    assert_eq!(p.stats().completed, 1);
+}
+
 /// When a key's `Hash` panics, the panic reaches the caller, but what the
 /// watch lets go of meanwhile (the operation it was handed, the key in
 /// hand, the keys not taken) goes the guarded way, each apart: a `Drop`
