@@ -118,6 +118,11 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
     /// to 1,024 entries' room (larger arrays shrink as they empty).
     pub fn purge(&self) {
         watch::not_from_key_eq("purge");
+        self.purge_all();
+    }
+
+    /// [`purge`](Self::purge), unchecked (see `Drop`).
+    fn purge_all(&self) {
         self.home.free_all_retired(true);
         self.index.drop_spares();
     }
@@ -174,6 +179,11 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
     /// the purgatory shuts it down too.
     pub fn shutdown(&self) -> Vec<Operation<Op>> {
         watch::not_from_key_eq("shutdown");
+        self.shut_down()
+    }
+
+    /// [`shutdown`](Self::shutdown), unchecked (see `Drop`).
+    fn shut_down(&self) -> Vec<Operation<Op>> {
         let Some(_finishing) = self.home.shutdown_gate.enter() else {
             if !release::in_callback() {
                 self.home.shutdown_gate.wait_finished();
@@ -192,7 +202,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
         // watch lists, and are handled from there.
         drop(self.home.timer.shutdown());
         // Free the retired slots first, so the drain copies only the pending.
-        self.purge();
+        self.purge_all();
         let mut ops = Vec::new();
         self.index.drain(&mut ops);
         let mut pending = Vec::new();
@@ -216,7 +226,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
                 None => let_go(op),
             }
         }
-        self.purge();
+        self.purge_all();
         for token in released {
             let_go(token);
         }
@@ -257,16 +267,20 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Drop for Purgatory<K, Op, 
     /// Shuts down (see [`Purgatory::shutdown`]); the pending operations are
     /// handled by the policy and dropped.
     fn drop(&mut self) {
-        // Through `let_go`, so that a panicking `Drop` of an operation is
-        // logged, as everywhere the purgatory lets go of one, rather than
-        // escaping here (or aborting a thread that is already unwinding).
-        for op in self.shutdown() {
+        // Unchecked: one dropped from a key's `Eq` is not the purgatory
+        // whose lock that `Eq` runs under (the call running it borrows
+        // that one), and a panic here would leave its operations pending
+        // for good. Through `let_go`, so that a panicking `Drop` of an
+        // operation is logged, as everywhere the purgatory lets go of one,
+        // rather than escaping here (or aborting a thread that is already
+        // unwinding).
+        for op in self.shut_down() {
             let_go(op);
         }
         release::flush();
         // Operations released by other threads while `shutdown` ran (a
         // racing check or expiry) after its last purge.
-        self.purge();
+        self.purge_all();
     }
 }
 

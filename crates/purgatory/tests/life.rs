@@ -1106,6 +1106,17 @@ fn a_purgatory_call_from_a_keys_eq_panics_instead_of_waiting_for_itself() {
             (1, 1, 1)
         );
     }
+    // Another purgatory dropped from `Eq` is shut down all the same (the
+    // one whose lock `Eq` runs under cannot be: the call borrows it).
+    let other: Purgatory<u32, MockOp> = on_manual_clock("other", ShutdownPolicy::Drop);
+    let pending = op(1_000);
+    assert_eq!(
+        other.try_complete_else_watch(pending.clone(), [1]),
+        Ok(false)
+    );
+    ON_EQ.with(|on| *on.borrow_mut() = Some(Box::new(move || drop(other))));
+    assert_eq!(p.check_and_complete(&Calling(1)), 0);
+    assert_eq!(pending.outcome(), Some(Outcome::Cancelled));
     watched.completable.store(true, Ordering::SeqCst);
     assert_eq!(p.check_and_complete(&Calling(1)), 1);
     assert_eq!(p.stats().completed, 1);
