@@ -220,6 +220,7 @@
 mod builder;
 mod error;
 mod home;
+mod key_eq;
 mod maintenance;
 mod members;
 mod operation;

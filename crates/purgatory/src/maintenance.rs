@@ -9,11 +9,12 @@ use std::time::Duration;
 use timer::Clock;
 
 use crate::builder::ShutdownPolicy;
+use crate::key_eq;
 use crate::operation::{DelayedOperation, Operation};
 use crate::purgatory::Purgatory;
 use crate::release::{self, let_go};
 use crate::stats::PurgatoryStats;
-use crate::watch::{self, KeyHasher, WatchKey};
+use crate::watch::{KeyHasher, WatchKey};
 
 impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
     /// A snapshot of the purgatory's gauges and counts: O(1) (sums of a
@@ -117,7 +118,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
     /// theirs back once all its lists are freed), and per timer bucket up
     /// to 1,024 entries' room (larger arrays shrink as they empty).
     pub fn purge(&self) {
-        watch::not_from_key_eq("purge");
+        key_eq::not_from_key_eq("purge");
         self.purge_all();
     }
 
@@ -135,7 +136,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
     where
         K: Borrow<Q>,
     {
-        watch::not_from_key_eq("watched_on");
+        key_eq::not_from_key_eq("watched_on");
         self.home.free_all_retired(false);
         self.index.len_of(key)
     }
@@ -143,7 +144,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
     /// Number of keys with at least one watched operation. Frees retired
     /// slots first (see [`purge`](Self::purge)).
     pub fn watched_keys(&self) -> usize {
-        watch::not_from_key_eq("watched_keys");
+        key_eq::not_from_key_eq("watched_keys");
         self.home.free_all_retired(false);
         self.index.keys()
     }
@@ -154,7 +155,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
     /// anything was due. With a [`ManualClock`](timer::ManualClock) and no
     /// reaper, call it with `Duration::ZERO` after moving the clock.
     pub fn advance_clock(&self, timeout: Duration) -> bool {
-        watch::not_from_key_eq("advance_clock");
+        key_eq::not_from_key_eq("advance_clock");
         let any = self.home.timer.advance_clock(timeout);
         self.home.timer.wait_for_executor();
         // A purge, but the shards keep their emptied lists' storage: a
@@ -178,7 +179,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
     /// operation's), and none that callbacks or timer tasks take. Dropping
     /// the purgatory shuts it down too.
     pub fn shutdown(&self) -> Vec<Operation<Op>> {
-        watch::not_from_key_eq("shutdown");
+        key_eq::not_from_key_eq("shutdown");
         self.shut_down()
     }
 

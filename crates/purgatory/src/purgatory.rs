@@ -39,6 +39,7 @@ use timer::{ConfigError, Reaper, ShutdownError};
 use crate::builder::{PurgatoryBuilder, ShutdownPolicy};
 use crate::error::PurgatoryError;
 use crate::home::Home;
+use crate::key_eq;
 use crate::members::Members;
 use crate::operation::{DelayedOperation, Operation, OwnerRef, Shared};
 use crate::outcome::Outcome;
@@ -46,7 +47,7 @@ use crate::release::{self, drop_logged, guarded, let_go, ExpiryTask, Released, W
 use crate::retire::{RetireQueue, Retired, Unwatch};
 use crate::stackbuf::StackBuf;
 use crate::sync::Mutex;
-use crate::watch::{self, KeyHasher, KeysHeld, Located, WatchIndex, WatchKey};
+use crate::watch::{KeyHasher, KeysHeld, Located, WatchIndex, WatchKey};
 
 /// What a watch answers if the operation's first try or `timeout` watched
 /// it (here or elsewhere) since its stay was `stay`: still watched,
@@ -271,12 +272,12 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
         op: impl Into<Operation<Op>>,
         keys: impl IntoIterator<Item = K>,
     ) -> Result<bool, PurgatoryError> {
-        if watch::in_key_eq() {
+        if key_eq::in_key_eq() {
             // What it was handed goes the guarded way, as the panic unwinds
             // through user code.
             drop_logged(op, "an operation's Drop");
             drop_logged(keys, "a key's Drop");
-            watch::called_from_key_eq("try_complete_else_watch");
+            key_eq::called_from_key_eq("try_complete_else_watch");
         }
         let op = op.into();
         // A panic from a key (its `Hash` or `Eq`, their iterator) reaches
@@ -623,7 +624,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
     where
         K: Borrow<Q>,
     {
-        watch::not_from_key_eq("check_and_complete");
+        key_eq::not_from_key_eq("check_and_complete");
         let site = Some(&self.home.site);
         // On the stack: a check of a short list (a heartbeat's one
         // operation) allocates nothing.
@@ -698,7 +699,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
     /// assert_eq!((purgatory.watched(), purgatory.delayed()), (0, 0));
     /// ```
     pub fn cancel(&self, op: &Operation<Op>) -> bool {
-        watch::not_from_key_eq("cancel");
+        key_eq::not_from_key_eq("cancel");
         let released = {
             let _guard = op.0.lock();
             op.0.cancel(self.home.addr())
@@ -729,7 +730,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
     where
         K: Borrow<Q>,
     {
-        watch::not_from_key_eq("cancel_for_key");
+        key_eq::not_from_key_eq("cancel_for_key");
         let mut ops = Vec::new();
         if !self.index.remove(key, &mut ops) {
             return Vec::new();

@@ -676,7 +676,7 @@ impl<Op: DelayedOperation> Operation<Op> {
     /// `try_complete` afterwards changes nothing. The purgatory has let go
     /// of the operation when it returns (see [`DelayedOperation`]).
     pub fn force_complete(&self) -> bool {
-        crate::watch::not_from_key_eq("force_complete");
+        crate::key_eq::not_from_key_eq("force_complete");
         let released = {
             let _guard = self.0.lock();
             self.0.finish(Outcome::Completed)

@@ -35,12 +35,12 @@
 //! * `keys` counts the lists in the key tables.
 
 use std::borrow::Borrow;
-use std::cell::Cell;
 use std::hash::{BuildHasher, Hash};
 use std::sync::Arc;
 
 use crossbeam_utils::CachePadded;
 
+use crate::key_eq::InKeyEq;
 use crate::members::Membership;
 use crate::operation::{DelayedOperation, Shared};
 use crate::release::drop_logged;
@@ -58,58 +58,6 @@ mod unwatch;
 pub(crate) use slab::Found;
 use slab::Slab;
 use table::KeyTable;
-
-thread_local! {
-    /// Whether this thread is running keys' `Eq` (and `Borrow`) under a
-    /// shard's lock. No destructor: read in any thread-local's too.
-    static IN_KEY_EQ: Cell<bool> = const { Cell::new(false) };
-}
-
-/// Marks this thread as running keys' `Eq` until dropped (unwinding too).
-struct InKeyEq(bool);
-
-impl InKeyEq {
-    fn enter() -> Self {
-        InKeyEq(IN_KEY_EQ.with(|eq| eq.replace(true)))
-    }
-}
-
-impl Drop for InKeyEq {
-    fn drop(&mut self) {
-        IN_KEY_EQ.with(|eq| eq.set(self.0));
-    }
-}
-
-/// Panics, naming `call`, if a key's `Eq` made it: `Eq` runs under a
-/// shard's lock, and a call needing that shard would wait for its own
-/// thread for good (one needing another shard, or another purgatory's,
-/// may wait for a thread waiting for this one). Every public call that
-/// can take a shard lock checks this on entry, before it changes anything,
-/// so the panic leaves all as it was (and reaches the caller of the call
-/// whose `Eq` it was, as the key's own panic would).
-#[inline]
-pub(crate) fn not_from_key_eq(call: &str) {
-    if in_key_eq() {
-        called_from_key_eq(call);
-    }
-}
-
-/// Whether this thread is running keys' `Eq` under a shard's lock (see
-/// [`not_from_key_eq`]).
-#[inline]
-pub(crate) fn in_key_eq() -> bool {
-    IN_KEY_EQ.with(Cell::get)
-}
-
-/// The panic of [`not_from_key_eq`].
-#[cold]
-#[inline(never)]
-pub(crate) fn called_from_key_eq(call: &str) -> ! {
-    panic!(
-        "purgatory: {call} called from a key's `Eq`, which runs under a watch-list lock \
-         and must not call a purgatory (see `WatchKey`)"
-    );
-}
 
 /// What a key must be: compared, hashed, shared between threads and
 /// printable in logs. Implemented for every such type. (`Clone` is not used
