@@ -218,8 +218,8 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
     /// before the lock (so that its shard is fetched meanwhile). A key's
     /// `Hash` and `Eq` must not call the purgatory (see [`WatchKey`]: `Eq`
     /// runs under a watch-list lock too, and such a call panics), but the
-    /// iterator may. If it (or
-    /// `timeout`) completes the operation on this thread
+    /// iterator may. If it (or `timeout`) completes the operation on this
+    /// thread
     /// ([`Operation::force_complete`], or a
     /// [`check_and_complete`](Self::check_and_complete) on a key already
     /// joined), the operation leaves the lists it joined and is neither
@@ -749,14 +749,14 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
                 let _guard = op.lock();
                 if op.stay() != stay {
                     None
-                } else if let Some(token) = op.cancel(self.home.addr()) {
-                    Some(token)
                 } else {
-                    let token = op.cancel_unattached();
-                    if token.is_some() {
-                        self.home.count(Outcome::Cancelled);
-                    }
-                    token
+                    op.cancel(self.home.addr()).or_else(|| {
+                        let token = op.cancel_unattached();
+                        if token.is_some() {
+                            self.home.count(Outcome::Cancelled);
+                        }
+                        token
+                    })
                 }
             };
             match token {
