@@ -233,11 +233,12 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
     /// `Ok(false)`, the operation cancelled; until the call returns it can
     /// be neither forced nor watched again (`AlreadyWatched`). (A
     /// [`cancel`](Self::cancel) from there finds it not yet watched here,
-    /// and returns `false`.) Calls the iterator makes into a purgatory hold
-    /// back what they release until this call returns, as calls made from
-    /// callbacks do. Keys the watch does not use (left in the iterator, or
-    /// refused by a shutdown) are dropped after the operation lock is
-    /// released.
+    /// and returns `false`.) Either way the watch stops there: the key the
+    /// iterator was yielding is not joined, and no further key is taken.
+    /// Calls the iterator makes into a purgatory hold back what they
+    /// release until this call returns, as calls made from callbacks do. Keys the watch does not use (left in the iterator, not
+    /// joined, or refused by a shutdown) are dropped after the operation
+    /// lock is released.
     ///
     /// # Panics
     /// If a key's `Hash` or `Eq` (or the key iterator) panics, the panic
@@ -313,11 +314,11 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
         keys: impl IntoIterator<Item = K>,
     ) -> Result<(bool, Option<Released<Op>>), (PurgatoryError, Option<Released<Op>>)> {
         // The keys it does not use (the first, the rest of their iterator,
-        // one a shutdown refused) are dropped when it returns, after the
+        // one taken but not joined) are dropped when it returns, after the
         // operation lock, each held apart so that their `Drop`s are guarded
         // one by one (see `drop_key`).
         let mut keys = KeysHeld::new(keys.into_iter());
-        let mut refused = KeysHeld::new(None);
+        let mut unjoined = KeysHeld::new(None);
         let Some(first) = keys.next() else {
             return Err((PurgatoryError::NoKeys, None));
         };
@@ -393,7 +394,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
             let members = Members::with_capacity(keys_hint, spare);
             let first = (first, first_at);
             let members =
-                self.watch_all(shared, first, &mut *keys, &mut refused, members, cancelled);
+                self.watch_all(shared, first, &mut *keys, &mut unjoined, members, cancelled);
             if !shared.is_pending() {
                 // Completed or cancelled re-entrantly while joining, before
                 // any owner was set: that resolved its waiters but had
@@ -409,9 +410,9 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
             }
             self.home.add_watched(members.len());
             let epoch = shared.attach(self.owner.clone(), members);
-            if refused.is_some() {
-                // Shut down while we were watching: handled like every
-                // operation pending at shutdown.
+            if unjoined.is_some() {
+                // Still pending, so a shutdown refused the key: handled like
+                // every operation pending at shutdown.
                 let released = self.apply_shutdown_policy(shared);
                 return Err((PurgatoryError::Shutdown, released));
             }
@@ -438,18 +439,19 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
     /// Adds `shared` to the list of `first` (a key and where it lives: it
     /// was taken and located on entry, see `watch_or_complete`), then of
     /// every key in `keys`, recording each in `members` (empty, with room
-    /// made). Returns the members; a key a shutdown refused goes to
-    /// `refused`, and the keys after it stay in `keys`. If a key's `Hash`
-    /// or `Eq` panics, the lists joined so far are left and the claim
-    /// undone (its previous stay's outcome put back: `cancelled`) before
-    /// the panic goes on, so that no partial watch remains. Operation lock
-    /// held.
+    /// made). Returns the members. It stops at a key a shutdown refuses,
+    /// or whose taking completed or cancelled the operation (the key
+    /// iterator may): that key goes to `unjoined`, and the keys after it
+    /// stay in `keys`. If a key's `Hash` or `Eq` panics, the lists joined
+    /// so far are left and the claim undone (its previous stay's outcome
+    /// put back: `cancelled`) before the panic goes on, so that no partial
+    /// watch remains. Operation lock held.
     fn watch_all(
         &self,
         shared: &Arc<Shared<Op>>,
         first: (KeysHeld<K>, Located),
         keys: &mut impl Iterator<Item = K>,
-        refused: &mut Option<K>,
+        unjoined: &mut Option<K>,
         mut members: Members,
         cancelled: bool,
     ) -> Members {
@@ -463,10 +465,16 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
         };
         let joined = catch_unwind(AssertUnwindSafe(|| {
             for (key, at) in std::iter::once(first).chain(keys.by_ref().map(located)) {
+                // Not pending once the iterator completed or cancelled it:
+                // the caller leaves the lists joined, so join no more.
+                if !shared.is_pending() {
+                    *unjoined = Some(key.take());
+                    return;
+                }
                 match self.index.watch_at(key, at, shared, closed) {
                     Ok(m) => members.push(m),
                     Err(key) => {
-                        *refused = Some(key);
+                        *unjoined = Some(key);
                         return;
                     }
                 }

@@ -51,7 +51,8 @@ fn purgatory() -> Purgatory<u32, Probe> {
 
 /// Watches `op` under keys 0, 1 and 2, running `complete` from the iterator
 /// when it yields key 1 (key 0 is joined by then), and checks that the
-/// operation completed once and left nothing behind.
+/// operation completed once, that the watch took no key after that, and
+/// that it left nothing behind.
 fn watch_completing_at_key_1(complete: impl Fn(&Purgatory<u32, Probe>, &Operation<Probe>)) {
     let purgatory = purgatory();
     let flags = Arc::new(Flags::default());
@@ -59,7 +60,9 @@ fn watch_completing_at_key_1(complete: impl Fn(&Purgatory<u32, Probe>, &Operatio
     let completion = op.completion();
     let inner = op.clone();
     let p = &purgatory;
+    let taken = AtomicUsize::new(0);
     let keys = (0..3u32).inspect(|&k| {
+        taken.fetch_add(1, Ordering::SeqCst);
         if k == 1 {
             complete(p, &inner);
         }
@@ -69,6 +72,7 @@ fn watch_completing_at_key_1(complete: impl Fn(&Purgatory<u32, Probe>, &Operatio
     }));
     let result = result.expect("try_complete_else_watch panicked");
     assert_eq!(result, Ok(true), "completed during the call");
+    assert_eq!(taken.into_inner(), 2, "a key taken after the completion");
     assert!(op.is_completed() && !op.is_watched());
     assert_eq!(op.outcome(), Some(Outcome::Completed));
     assert_eq!(
@@ -87,7 +91,7 @@ fn watch_completing_at_key_1(complete: impl Fn(&Purgatory<u32, Probe>, &Operatio
         "a completed operation counted watched"
     );
     assert_eq!(purgatory.delayed(), 0, "a completed operation armed");
-    for k in 0..3 {
+    for k in 0..4 {
         assert_eq!(purgatory.watched_on(&k), 0, "left in key {k}'s list");
     }
     let stats = purgatory.stats();
@@ -142,8 +146,9 @@ fn the_purgatory_watches_again_after_a_reentrant_completion() {
     assert_eq!((purgatory.watched(), purgatory.delayed()), (0, 0));
 }
 
-/// Watches a new operation under keys 0, 1 and 2; when the iterator yields
-/// key 1 (key 0 is joined by then), cancels key 0 and then runs `then`.
+/// Watches a new operation under keys 0 to 3; when the iterator yields key 2
+/// (keys 0 and 1 are joined by then), cancels key 0 and then runs `then`.
+/// The watch must take no key after that one.
 /// Returns the purgatory, the operation, its flags, the waiter taken before
 /// the watch and what the watch returned (or its panic).
 #[allow(clippy::type_complexity)]
@@ -163,8 +168,9 @@ fn watch_cancelling_key_0(
     let result = {
         let inner = op.clone();
         let p = &purgatory;
-        let keys = (0..3u32).inspect(|&k| {
-            if k == 1 {
+        let keys = (0..4u32).inspect(|&k| {
+            assert!(k < 3, "a key taken after the operation was cancelled");
+            if k == 2 {
                 let cancelled = p.cancel_for_key(&0);
                 assert_eq!(cancelled.len(), 1, "key 0's operation not cancelled");
                 assert!(Operation::ptr_eq(&cancelled[0], &inner));
@@ -190,7 +196,7 @@ fn cancelling_a_joined_key_from_the_key_iterator_cancels_the_operation() {
     assert_eq!(op.outcome(), Some(Outcome::Cancelled));
     assert_eq!(ready_now(completion), Some(Outcome::Cancelled));
     assert_eq!((purgatory.watched(), purgatory.delayed()), (0, 0));
-    for k in 0..3 {
+    for k in 0..4 {
         assert_eq!(purgatory.watched_on(&k), 0, "left in key {k}'s list");
     }
     let stats = purgatory.stats();
@@ -240,7 +246,7 @@ fn an_operation_cancelled_from_its_watchs_keys_is_left_alone_until_the_watch_ret
     let stats = purgatory.stats();
     assert_eq!((stats.completed, stats.expired, stats.cancelled), (0, 0, 1));
     assert_eq!(other.stats(), purgatory::PurgatoryStats::default());
-    for k in 0..3 {
+    for k in 0..4 {
         assert_eq!(purgatory.watched_on(&k), 0, "left in key {k}'s list");
     }
     // Ready now: watched again, it completes at once.
@@ -261,7 +267,7 @@ fn a_key_panicking_after_its_watch_was_cancelled_leaves_it_cancelled() {
     assert!(!op.is_watched());
     assert_eq!(op.outcome(), Some(Outcome::Cancelled));
     assert_eq!((purgatory.watched(), purgatory.delayed()), (0, 0));
-    for k in 0..3 {
+    for k in 0..4 {
         assert_eq!(purgatory.watched_on(&k), 0, "left in key {k}'s list");
     }
     assert_eq!(
