@@ -53,8 +53,8 @@
 //!   `NumDelayedOperations`, and counts of each outcome), [`Purgatory::watched`]
 //!   and [`Purgatory::delayed`] are O(1), lock-free reads. (One completed
 //!   by user code a watch runs before attaching it, say its keys' iterator
-//!   forcing it, is counted when that code is done, before the watch
-//!   returns.) With the `metrics`
+//!   forcing it once the first key is taken, is counted when that code is
+//!   done, before the watch returns.) With the `metrics`
 //!   cargo feature the two gauges are published through the `metrics`
 //!   facade, set by the reaper once per poll interval (and by `stats`,
 //!   `advance_clock` and `shutdown`), and each expiration and each

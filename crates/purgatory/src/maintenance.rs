@@ -93,7 +93,9 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
     ///   anything frees what its own thread released before returning. A cancelled operation's
     ///   slots and timer entry ([`cancel`](Self::cancel),
     ///   [`cancel_for_key`](Self::cancel_for_key)) are freed as it is
-    ///   cancelled, since it may be watched again at once.
+    ///   cancelled, since it may be watched again at once (one cancelled
+    ///   from its own watch's key iterator: by that watch, before it
+    ///   returns).
     /// * Its memory is then returned by the threads that watch new
     ///   operations, two per
     ///   [`try_complete_else_watch`](Self::try_complete_else_watch), so that

@@ -235,10 +235,11 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
     /// [`cancel`](Self::cancel) from there finds it not yet watched here,
     /// and returns `false`.) Either way the watch stops there: the key the
     /// iterator was yielding is not joined, and no further key is taken.
-    /// Calls the iterator makes into a purgatory hold back what they
-    /// release until this call returns, as calls made from callbacks do. Keys the watch does not use (left in the iterator, not
-    /// joined, or refused by a shutdown) are dropped after the operation
-    /// lock is released.
+    /// Calls the iterator makes into a purgatory once the first key is
+    /// taken hold back what they release until this call returns, as calls
+    /// made from callbacks do. Keys the watch does not use (left in the
+    /// iterator, not joined, or refused by a shutdown) are dropped after
+    /// the operation lock is released.
     ///
     /// # Panics
     /// If a key's `Hash` or `Eq` (or the key iterator) panics, the panic
@@ -609,7 +610,9 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
     /// does), never with a purgatory lock held: the list is copied a chunk
     /// (64 operations) at a time, and each copy is tried and let go of. When
     /// it returns, the operations it completed have left all their lists (it
-    /// frees this thread's retired batch, see [`purge`](Self::purge)), their
+    /// frees this thread's retired batch, see [`purge`](Self::purge); one
+    /// completed from its own watch's key iterator leaves them when that
+    /// watch returns), their
     /// waiters are woken, and the purgatory holds no reference to them (but
     /// for passing copies held by calls on other threads, see
     /// [`DelayedOperation`] on where operations are dropped); a key whose
@@ -730,7 +733,8 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
     /// iterator of a watch (see
     /// [`try_complete_else_watch`](Self::try_complete_else_watch)), it
     /// cancels that watch's operation too if the operation joined `key`;
-    /// that one may be watched again once the watch returns.
+    /// that one leaves the lists of its other keys, its waiters are woken,
+    /// and it may be watched again when the watch returns.
     ///
     /// `key` may be any borrowed form of the key type (see
     /// [`check_and_complete`](Self::check_and_complete)).

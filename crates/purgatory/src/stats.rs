@@ -8,15 +8,16 @@ use crate::sync::{AtomicUsize, Ordering};
 /// [`Purgatory::stats`](crate::Purgatory::stats).
 ///
 /// The outcome counts count how operations left *this* purgatory: a
-/// cancelled operation completed afterwards (by
-/// [`Operation::force_complete`](crate::Operation::force_complete), or by
-/// its own `try_complete` cancelling itself and then answering `true`)
-/// counts as cancelled here, though its
-/// [`outcome`](crate::Operation::outcome) ends `Completed`, unless it
-/// completes during a new watch of it, before that watch attached it
-/// (forced by the watch's tries, `timeout` or keys): that watch's
-/// purgatory counts the completion, when the watch's user code is done,
-/// before the watch returns.
+/// cancelled operation completed afterwards by
+/// [`Operation::force_complete`](crate::Operation::force_complete) (also
+/// a force made by its own `try_complete` after cancelling it; a plain
+/// `true` from that try completes nothing) counts as cancelled here,
+/// though its [`outcome`](crate::Operation::outcome) ends `Completed`,
+/// unless it completes during a new watch of it, before that watch
+/// attached it (forced by the watch's tries, `timeout` or key iterator
+/// once the first key is taken): that watch's purgatory counts the
+/// completion, when the watch's user code is done, before the watch
+/// returns.
 ///
 /// Read while other threads work, the fields are not read at the same
 /// moment. Each is exact if no operation leaves during the call; if some

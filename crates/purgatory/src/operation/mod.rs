@@ -107,7 +107,10 @@ pub trait DelayedOperation: Send + Sync + 'static {
 
     /// Runs exactly once, however the operation finishes (condition met,
     /// forced, or timed out). By then it has left every watch list and its
-    /// timer is disarmed.
+    /// timer is disarmed, but for one completed by its own watch's key
+    /// iterator (see
+    /// [`Purgatory::try_complete_else_watch`](crate::Purgatory::try_complete_else_watch)):
+    /// that watch leaves the lists it joined, before it returns.
     fn on_complete(&self);
 
     /// Runs after `on_complete` when (and only when) the timeout completed

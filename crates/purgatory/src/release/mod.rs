@@ -666,11 +666,14 @@ impl<Op: DelayedOperation> Operation<Op> {
     /// `forceComplete`). Returns `true` iff this call completed it; its
     /// [`outcome`](Self::outcome) is then [`Outcome::Completed`]. An
     /// operation cancelled earlier (out of the purgatory, its waiters told
-    /// `Cancelled`) may still be completed this way by its owner (from the
-    /// key iterator of a watch that cancelled it, once that watch returns).
+    /// `Cancelled`) may still be completed this way by its owner (one that
+    /// its watch's key iterator cancelled: once that watch has returned;
+    /// until then a force returns `false`).
     ///
     /// Takes the operation lock, leaves every watch list, disarms the timer
-    /// and runs `on_complete` (not `on_expiration`). Safe to call from inside
+    /// and runs `on_complete` (not `on_expiration`); made from the key
+    /// iterator of the watch that has the operation, it leaves the lists
+    /// when that watch returns. Safe to call from inside
     /// the operation's own callbacks (the lock is reentrant); from
     /// `try_complete` it completes the operation, and the `true` returned by
     /// `try_complete` afterwards changes nothing. The purgatory has let go
