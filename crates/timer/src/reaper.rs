@@ -4,14 +4,22 @@
 //! timeout. Inside that call it sleeps until the earliest bucket is due (or
 //! the interval passes), so an idle timer costs one wake-up per poll interval
 //! and a busy one no empty ticks. Expired tasks run on the timer's executor,
-//! never on the reaper, so a slow or panicking task cannot stall it.
+//! never on the reaper, so a slow or panicking task cannot stall it. A call
+//! of the reaper's also stops expiring once the poll interval has passed
+//! (the timer goes on with it in the next call), so the loop comes round
+//! about once per interval even while the executor is behind.
 //!
 //! Invariants:
 //! - The thread stops within one wake-up after [`Reaper::stop`] (or drop):
-//!   stopping wakes it out of its wait at once, and joins it.
+//!   stopping wakes it out of its wait or its hold for the executor at
+//!   once, ends its call after the chunk of due tasks (at most 1,024) it
+//!   is handing over, and joins it. Due tasks not handed over stay in the
+//!   timer, for its `shutdown` to hand back.
 //! - It also stops by itself once the timer is shut down.
 //! - A panic inside the loop (only a user `Clock` could raise one) is logged
-//!   and the loop goes on.
+//!   and the loop goes on, after a pause (1 ms, doubling while the clock
+//!   keeps panicking, up to the poll interval) so that a clock that always
+//!   panics does not spin it.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -21,6 +29,9 @@ use std::time::Duration;
 
 use crate::panics::{discard_panic, panic_message};
 use crate::{Timer, TimerTask};
+
+/// The reaper's first pause after its clock panicked.
+const FIRST_PAUSE: Duration = Duration::from_millis(1);
 
 /// A running expiration reaper; stops and joins its thread on
 /// [`stop`](Reaper::stop) or drop.
@@ -82,11 +93,13 @@ impl Reaper {
 
     /// [`try_start`](Self::try_start), also running `after_each` on the
     /// reaper thread after every `advance_clock` call: at least once per
-    /// `poll`, and after each call that found something due (one call
-    /// expires every bucket due by then). Housekeeping that should follow
-    /// the clock without a thread of its own goes there (a purgatory
-    /// publishes its gauges from it). A panic in `after_each` is logged, and
-    /// the loop goes on.
+    /// `poll` (plus, when the call's time is up, the chunk of at most 1,024
+    /// due tasks it is handing over and a wait of at most 20 ms for a busy
+    /// executor), and after each call that found something due (one call
+    /// expires every bucket due by then, if it has the time). Housekeeping
+    /// that should follow the clock without a thread of its own goes there
+    /// (a purgatory publishes its gauges from it). A panic in `after_each`
+    /// is logged, and the loop goes on.
     ///
     /// ```
     /// use std::sync::atomic::{AtomicUsize, Ordering};
@@ -126,10 +139,19 @@ impl Reaper {
             let stop = stop.clone();
             let timer = timer.clone();
             thread::Builder::new().name(name.clone()).spawn(move || {
+                let mut pause = Duration::ZERO;
                 while !stop.load(Ordering::Acquire) && !timer.is_shut_down() {
-                    if let Err(panic) = catch_unwind(AssertUnwindSafe(|| timer.advance_clock(poll)))
-                    {
-                        log_panic("advancing the clock", panic);
+                    let advanced =
+                        catch_unwind(AssertUnwindSafe(|| timer.advance_clock_bounded(poll)));
+                    match advanced {
+                        Ok(_) => pause = Duration::ZERO,
+                        Err(panic) => {
+                            log_panic("advancing the clock", panic);
+                            // A clock that panics again at once would spin
+                            // the loop. Stopping unparks the thread.
+                            pause = pause.saturating_mul(2).max(FIRST_PAUSE).min(poll);
+                            thread::park_timeout(pause);
+                        }
                     }
                     if let Err(panic) = catch_unwind(AssertUnwindSafe(&mut after_each)) {
                         log_panic("the reaper's hook", panic);
@@ -167,6 +189,7 @@ impl Reaper {
             // thread has left the loop.
             while !thread.is_finished() {
                 (self.wake)();
+                thread.thread().unpark();
                 thread::sleep(Duration::from_micros(200));
             }
             if thread.join().is_err() {

@@ -1,13 +1,15 @@
 //! The expiration reaper, on the real clock: these are the few tests that
 //! must wait in real time, to prove the background thread really drives the
-//! timer, stops promptly, and survives panicking tasks; and a reaper on a
-//! manual clock, which must notice the clock moving by hand at once.
+//! timer, stops promptly (also while a busy executor holds it back), and
+//! survives panicking tasks and clocks; and a reaper on a manual clock,
+//! which must notice the clock moving by hand at once.
 
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use timer::{ManualClock, Reaper, Timer, TimerBuilder};
+use timer::{Clock, ManualClock, Reaper, Timer, TimerBuilder};
 
 type Task = Box<dyn FnOnce() + Send>;
 
@@ -154,4 +156,127 @@ fn a_reaper_on_a_manual_clock_fires_as_soon_as_the_clock_moves() {
     clock.set(Duration::from_secs(7_200));
     assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok(2));
     reaper.stop();
+}
+
+/// A one-shard timer on `clock` holding `n` tasks due in 1 ms, each taking
+/// the executor about 2 µs (far longer than the reaper takes to hand one
+/// over, so more than 65,536 soon wait and the reaper is held back), and
+/// the count of those that ran.
+fn slow_burst(clock: &ManualClock, n: usize) -> (Arc<Timer>, Arc<AtomicUsize>) {
+    let timer: Arc<Timer> = Arc::new(
+        TimerBuilder::new()
+            .clock(clock.clone())
+            .shards(1)
+            .build()
+            .unwrap(),
+    );
+    let ran = Arc::new(AtomicUsize::new(0));
+    for _ in 0..n {
+        let ran = ran.clone();
+        let task: Task = Box::new(move || {
+            let started = Instant::now();
+            while started.elapsed() < Duration::from_micros(2) {}
+            ran.fetch_add(1, Ordering::SeqCst);
+        });
+        timer.add(Duration::from_millis(1), task).unwrap();
+    }
+    (timer, ran)
+}
+
+/// Stopping a reaper that a busy executor holds back ends its call after
+/// the chunk it is handing over: the due tasks not handed over yet stay in
+/// the timer, and its `shutdown` hands them back instead of running them.
+#[test]
+fn a_reaper_held_by_a_busy_executor_stops_after_its_chunk() {
+    const N: usize = 200_000;
+    let clock = ManualClock::new();
+    let (timer, ran) = slow_burst(&clock, N);
+    // Longer than the test: only the stop can end its calls.
+    let reaper = Reaper::with_poll_interval(timer.clone(), Duration::from_secs(60));
+    clock.advance_ms(1);
+    // Past the executor's first hold of the reaper.
+    while timer.len() > N - 70_000 {
+        std::thread::yield_now();
+    }
+    reaper.stop();
+    let left = timer.len();
+    assert!(
+        left >= N / 4,
+        "the stop waited for the reaper to hand over all but {left} of {N} due tasks"
+    );
+    let handed_back = timer.shutdown().len();
+    assert_eq!(handed_back, left);
+    assert_eq!(
+        ran.load(Ordering::SeqCst) + handed_back,
+        N,
+        "each task once"
+    );
+}
+
+/// While a busy executor holds the reaper back, its loop still comes round
+/// about once per poll interval: its hook runs during the drain, not only
+/// once the last due task is handed over.
+#[test]
+fn a_reapers_hook_runs_while_a_busy_executor_holds_it() {
+    const N: usize = 100_000;
+    let clock = ManualClock::new();
+    let (timer, ran) = slow_burst(&clock, N);
+    let during = Arc::new(AtomicUsize::new(0));
+    let (seen, counted) = (timer.clone(), during.clone());
+    let reaper = Reaper::try_start_with(timer.clone(), Duration::from_millis(5), move || {
+        if (1..N).contains(&seen.len()) {
+            counted.fetch_add(1, Ordering::SeqCst);
+        }
+    })
+    .unwrap();
+    clock.advance_ms(1);
+    while ran.load(Ordering::SeqCst) < N {
+        std::thread::yield_now();
+    }
+    reaper.stop();
+    assert!(
+        during.load(Ordering::SeqCst) >= 2,
+        "the hook ran {} times during the drain",
+        during.load(Ordering::SeqCst)
+    );
+}
+
+/// A clock that panics at every reading, once armed.
+#[derive(Debug, Default)]
+struct BrokenClock {
+    armed: AtomicBool,
+    readings: AtomicUsize,
+}
+
+impl Clock for BrokenClock {
+    fn now_nanos(&self) -> u64 {
+        if self.armed.load(Ordering::SeqCst) {
+            self.readings.fetch_add(1, Ordering::SeqCst);
+            panic!("the clock is broken");
+        }
+        0
+    }
+}
+
+/// A clock that always panics does not spin the reaper: it pauses after
+/// each panic, 1 ms at first and doubling up to its poll interval.
+#[test]
+fn a_reaper_pauses_after_its_clock_panics() {
+    let clock = Arc::new(BrokenClock::default());
+    let shared: Arc<dyn Clock> = clock.clone();
+    let timer: Arc<Timer> = Arc::new(TimerBuilder::new().shared_clock(shared).build().unwrap());
+    // A task waiting: the reaper reads the clock to know how long to wait.
+    timer
+        .add(Duration::from_secs(3600), Box::new(|| {}))
+        .unwrap();
+    let reaper = Reaper::with_poll_interval(timer.clone(), Duration::from_millis(50));
+    clock.armed.store(true, Ordering::SeqCst);
+    // Pauses of 1, 2, 4, 8, 16 and 32 ms, then 50 ms each.
+    std::thread::sleep(Duration::from_millis(100));
+    reaper.stop();
+    let readings = clock.readings.load(Ordering::SeqCst);
+    assert!(
+        (1..=20).contains(&readings),
+        "{readings} readings of a broken clock in 100 ms"
+    );
 }

@@ -304,7 +304,8 @@ impl<T: TimerTask> Executor<T> {
     /// once when no task is waiting or running (the backlog counts a task
     /// until it has run), when called from the executor thread itself
     /// (waiting there would wait for itself) or when the executor is closed
-    /// (then nothing is left).
+    /// (then nothing is left, or, closed by one of its tasks, the thread
+    /// runs what is left on its own).
     pub(crate) fn wait_idle(&self) {
         // SeqCst pairs with `done`'s decrement, made after the task ran: a
         // zero here means the tasks' effects are visible to the caller. A

@@ -141,6 +141,7 @@ impl TimerBuilder {
             shut_down: AtomicBool::new(false),
             shutdown_gate: ShutdownGate::new(),
             handing_over: AtomicUsize::new(0),
+            stops: AtomicUsize::new(0),
             name: self.name,
             tick_ms,
         })

@@ -157,6 +157,9 @@ pub struct Timer<T: TimerTask = Box<dyn FnOnce() + Send>> {
     /// executor yet: `shutdown` lets them through before it closes the
     /// executor, as they are no longer in any wheel to be handed back.
     handing_over: AtomicUsize,
+    /// Bumped by [`wake`](Self::wake): a reaper's call of
+    /// `advance_clock_bounded` that sees it move stops expiring.
+    stops: AtomicUsize,
     name: String,
     tick_ms: u64,
 }
@@ -420,9 +423,11 @@ impl<T: TimerTask> Timer<T> {
         self.tick_ms
     }
 
-    /// Wakes a thread blocked in `advance_clock` so that it returns (used by
-    /// the reaper to stop promptly).
+    /// Wakes a thread blocked in `advance_clock` so that it returns, and
+    /// has a call of `advance_clock_bounded` stop expiring after its chunk
+    /// (used by the reaper to stop promptly).
     pub(crate) fn wake(&self) {
+        self.stops.fetch_add(1, Ordering::SeqCst);
         self.queue.wake();
         // A reaper held by the executor's backlog (see `advance_clock`)
         // goes on at once too.

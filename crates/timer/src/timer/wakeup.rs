@@ -11,7 +11,7 @@
 //! ([`next_wakeup`]).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::shard::ShardState;
 use super::{Timer, TimerTask};
@@ -148,6 +148,27 @@ impl<T: TimerTask> Timer<T> {
     /// millisecond (a task that blocks), so a task never holds the clock,
     /// and a stopping reaper is let go at once.
     pub fn advance_clock(&self, timeout: Duration) -> bool {
+        self.advance(timeout, None)
+    }
+
+    /// The reaper's [`advance_clock`](Self::advance_clock): it also stops
+    /// expiring once `timeout` has passed since the call began, or once the
+    /// reaper is being stopped ([`wake`](Self::wake)), after the chunk it
+    /// is handing over (at least one per call, so the clock always moves
+    /// on). The shard it was visiting is re-armed to be visited again at
+    /// once, so the next call goes on where this one stopped. The reaper's
+    /// loop thus comes round about once per poll interval even while the
+    /// executor holds it back, and a stopped reaper leaves the due tasks it
+    /// has not handed over in the wheel, for `shutdown` to hand back.
+    pub(crate) fn advance_clock_bounded(&self, timeout: Duration) -> bool {
+        let bound = Bound {
+            ends: Instant::now().checked_add(timeout),
+            stops: self.stops.load(Ordering::SeqCst),
+        };
+        self.advance(timeout, Some(&bound))
+    }
+
+    fn advance(&self, timeout: Duration, bound: Option<&Bound>) -> bool {
         if self.is_shut_down() || !self.queue.wait_until_due(timeout) {
             return false;
         }
@@ -158,9 +179,12 @@ impl<T: TimerTask> Timer<T> {
                 due,
                 index,
             };
-            any |= self.advance_shard(index, due);
+            any |= self.advance_shard(index, due, bound);
             // The visit re-armed the shard's wake-up, or found it stale.
             std::mem::forget(wake_up);
+            if bound.is_some_and(|b| b.reached(self)) {
+                break;
+            }
         }
         any
     }
@@ -185,7 +209,11 @@ impl<T: TimerTask> Timer<T> {
     /// one go: a long burst of cascading would keep this thread busy for
     /// milliseconds, and on a machine whose scheduler packs threads onto one
     /// CPU the executor would wait behind it.
-    fn advance_shard(&self, index: usize, due: u64) -> bool {
+    ///
+    /// Once `bound` is reached, the visit yields after its chunk as if to
+    /// another shard, and the call ends (see
+    /// [`advance_clock_bounded`](Self::advance_clock_bounded)).
+    fn advance_shard(&self, index: usize, due: u64, bound: Option<&Bound>) -> bool {
         let shard = &self.shards[index];
         let mut any = false;
         let mut phase = Some(Phase::Due);
@@ -195,6 +223,7 @@ impl<T: TimerTask> Timer<T> {
         let mut worked = false;
         while let Some(current) = phase {
             let now = self.clock.now_ms();
+            let bounded = bound.is_some_and(|b| b.reached(self));
             let until = self
                 .queue
                 .peek_expiration()
@@ -228,7 +257,8 @@ impl<T: TimerTask> Timer<T> {
                 shard.size.store(state.wheel.len(), Ordering::Relaxed);
                 // Shards with work take turns chunk by chunk.
                 worked |= step.spent() > 0;
-                let yielded = phase.is_some() && worked && self.another_shard_is_due(now);
+                let yielded =
+                    phase.is_some() && worked && (bounded || self.another_shard_is_due(now));
                 if phase.is_none() || yielded {
                     // Left the queue for good only now: a visit that
                     // unwinds before puts it back (`TakenWakeUp`).
@@ -253,8 +283,9 @@ impl<T: TimerTask> Timer<T> {
         any
     }
 
-    /// Whether the timer's queue holds a wake-up due by `now` (the shard
-    /// being visited has none while it is visited).
+    /// Whether the timer's queue holds a wake-up due by `now`: another
+    /// shard's, or a stale one of the shard being visited (yielding to it
+    /// costs a visit that ends at once, see `advance_shard`).
     fn another_shard_is_due(&self, now: u64) -> bool {
         self.queue
             .peek_expiration()
@@ -282,6 +313,21 @@ impl<T: TimerTask> Timer<T> {
                 tasks.len()
             );
         }
+    }
+}
+
+/// Where a call of [`Timer::advance_clock_bounded`] stops expiring.
+struct Bound {
+    /// When its time is up (`None`: never).
+    ends: Option<Instant>,
+    /// The timer's `stops` when the call began.
+    stops: usize,
+}
+
+impl Bound {
+    fn reached<T: TimerTask>(&self, timer: &Timer<T>) -> bool {
+        timer.stops.load(Ordering::SeqCst) != self.stops
+            || self.ends.is_some_and(|ends| Instant::now() >= ends)
     }
 }
 
