@@ -398,3 +398,60 @@ fn stale_wake_ups_die_when_due_and_do_not_pile_up() {
     assert_eq!(timer.len(), 1);
     timer.shutdown();
 }
+
+/// A one-shard timer on a manual clock with `n` tasks due at 5 ms, the
+/// clock at 5 ms, and the count of those that ran.
+fn due_at_5(n: usize) -> (Arc<Timer>, Arc<std::sync::atomic::AtomicUsize>) {
+    let clock = ManualClock::new();
+    let timer: Arc<Timer> = Arc::new(
+        TimerBuilder::new()
+            .clock(clock.clone())
+            .shards(1)
+            .build()
+            .unwrap(),
+    );
+    let ran = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    for _ in 0..n {
+        let ran = ran.clone();
+        let task: Box<dyn FnOnce() + Send> = Box::new(move || {
+            ran.fetch_add(1, Ordering::SeqCst);
+        });
+        timer.add(Duration::from_millis(5), task).unwrap();
+    }
+    clock.set_ms(5);
+    (timer, ran)
+}
+
+/// The reaper's call ends after the chunk it is handing over once its
+/// time is up, with at least one chunk per call; the shard is re-armed, so
+/// the next call goes on. The public `advance_clock` expires everything.
+#[test]
+fn a_bounded_advance_ends_after_one_chunk_once_its_time_is_up() {
+    const N: usize = 3 * wakeup::FLUSH_CHUNK + 100;
+    let (timer, ran) = due_at_5(N);
+    for calls in 1..=2 {
+        assert!(timer.advance_clock_bounded(Duration::ZERO));
+        assert_eq!(timer.len(), N - calls * wakeup::FLUSH_CHUNK);
+    }
+    assert!(timer.advance_clock(Duration::ZERO));
+    assert_eq!(timer.len(), 0);
+    timer.wait_for_executor();
+    assert_eq!(ran.load(Ordering::SeqCst), N);
+}
+
+/// A stop (`wake`) ends a bounded call after its next chunk, however long
+/// its time; it does not end the public `advance_clock`.
+#[test]
+fn a_wake_ends_a_bounded_advance_after_its_next_chunk() {
+    const N: usize = 4 * wakeup::FLUSH_CHUNK;
+    let (timer, ran) = due_at_5(N);
+    let woken = timer.clone();
+    wakeup::BEFORE_HAND_OVER.set(Some(Box::new(move || woken.wake())));
+    assert!(timer.advance_clock_bounded(Duration::from_secs(3600)));
+    assert_eq!(timer.len(), N - 2 * wakeup::FLUSH_CHUNK);
+    assert!(timer.advance_clock(Duration::ZERO));
+    wakeup::BEFORE_HAND_OVER.set(None);
+    assert_eq!(timer.len(), 0, "the public call stopped too");
+    timer.wait_for_executor();
+    assert_eq!(ran.load(Ordering::SeqCst), N);
+}
