@@ -13,7 +13,7 @@
 //! and therefore fires when the millisecond clock reads 16, never at 15.
 
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -185,6 +185,10 @@ impl ManualClock {
     /// list's read lock: an `on_move` must not subscribe (see
     /// [`Clock::subscribe`]).
     fn moved(&self) {
+        // After the move, before looking: a first subscriber sets the flag,
+        // fences, then reads the time (`DelayQueue`'s sleeper count), so
+        // either it reads the new time or this finds it subscribed.
+        fence(Ordering::SeqCst);
         if !self.shared.any_subscriber.load(Ordering::Acquire) {
             return;
         }

@@ -3,9 +3,11 @@
 //!
 //! It is what lets the clock jump from one due bucket straight to the next:
 //! the reaper sleeps until the head item is due instead of ticking through
-//! empty milliseconds. The wheel offers a bucket only when the bucket's
-//! expiration changes, so the queue holds at most one item per non-empty
-//! bucket and its size is bounded by the number of buckets, not of tasks.
+//! empty milliseconds. The wheel offers a bucket when it starts a round,
+//! and a coarse one again for its final pass once its early pass is done,
+//! so the queue holds at most one item per bucket at a time (one a
+//! bucket emptied by cancels keeps until it comes due) and its size is
+//! bounded by the number of buckets, not of tasks.
 //!
 //! Invariants:
 //! - Items come out in expiration order; items with equal expirations come

@@ -289,8 +289,8 @@ impl<T> Entries<T> {
     /// Stores a task and returns its (unlinked) slot index.
     ///
     /// # Panics
-    /// When more than `u32::MAX - 1` entries are pending at once (about
-    /// 100 GB of entries: memory runs out long before).
+    /// When more than `u32::MAX` entries are pending at once (about 100 GB
+    /// of entries: memory runs out long before).
     pub(crate) fn insert(&mut self, deadline: u64, task: T) -> u32 {
         self.len += 1;
         // A wave of entries worth a sweep once it drains (see `remove`).

@@ -67,8 +67,9 @@
 //! so a level-0 bucket's expiration equals the deadline of each of its
 //! entries, and an entry is expired only once the wheel's time has reached
 //! its deadline. (Kafka rounds down and can fire up to a tick early.)
-//! Deadlines beyond [`MAX_DEADLINE_MS`] are clamped to it, so huge delays
-//! saturate instead of overflowing and wrapping into the past.
+//! Deadlines beyond [`MAX_DEADLINE_MS`] are clamped to it (to the last
+//! multiple of the tick not past it), so huge delays saturate instead of
+//! overflowing and wrapping into the past.
 //!
 //! # Files
 //!
@@ -131,8 +132,9 @@ pub const MAX_WHEEL_SIZE: usize = 1 << 16;
 pub enum Insertion<T> {
     /// The task waits in the wheel; the handle cancels it.
     Scheduled(TimerHandle),
-    /// The deadline is within the current tick (or earlier): the task is
-    /// handed back, to be run now.
+    /// The deadline, once rounded (see
+    /// [`TimingWheel::round_deadline`]), is not after the wheel's current
+    /// time: the task is handed back, to be run now.
     Expired(T),
 }
 
@@ -268,12 +270,17 @@ impl<T> TimingWheel<T> {
         self.len() == 0
     }
 
-    /// Makes room for `additional` more waiting tasks without reallocating.
+    /// Makes room in the entry arena for `additional` more waiting tasks,
+    /// so that adding them does not reallocate it. (The buckets' arrays of
+    /// indices still grow as they fill, and an arena that empties gives its
+    /// memory back, what was reserved included.)
     pub fn reserve(&mut self, additional: usize) {
         self.entries.reserve(additional);
     }
 
-    /// The expiration of the earliest bucket not yet flushed, if any. It can
+    /// When the wheel next has work, if ever: the expiration of a level-0
+    /// bucket, or the time of a coarse bucket's early or final pass (an
+    /// early pass moves entries down a level and may expire none). It can
     /// belong to a bucket that cancellations have emptied (advancing to it
     /// then expires nothing), as in Kafka.
     pub fn next_expiration(&self) -> Option<u64> {
@@ -294,7 +301,9 @@ impl<T> TimingWheel<T> {
     }
 
     /// Rounds `deadline_ms` the way [`insert`](Self::insert) does: up to a
-    /// multiple of the tick, clamped to [`MAX_DEADLINE_MS`].
+    /// multiple of the tick, clamped to the last multiple of the tick not
+    /// past [`MAX_DEADLINE_MS`] (so a deadline less than a tick below that
+    /// limit, about 146 million years out, rounds down to it).
     pub fn round_deadline(&self, deadline_ms: u64) -> u64 {
         let tick = self.tick_ms();
         if tick == 1 {
@@ -310,8 +319,9 @@ impl<T> TimingWheel<T> {
     }
 
     /// Schedules `task` to expire at `deadline_ms` (see
-    /// [`round_deadline`](Self::round_deadline)). A deadline before the end
-    /// of the current tick hands the task back as [`Insertion::Expired`].
+    /// [`round_deadline`](Self::round_deadline)). A deadline that, rounded,
+    /// is not after the wheel's current time hands the task back as
+    /// [`Insertion::Expired`].
     pub fn insert(&mut self, deadline_ms: u64, task: T) -> Insertion<T> {
         let deadline = self.round_deadline(deadline_ms);
         let Level {
