@@ -35,7 +35,8 @@ pub fn count_in<const MIN: u64, const MAX: u64>(value: &str) -> Result<usize, St
 /// A fraction in `[0, 1]` (a rate).
 pub fn fraction(value: &str) -> Result<f64, String> {
     match value.trim().parse::<f64>() {
-        Ok(x) if (0.0..=1.0).contains(&x) => Ok(x),
+        // Adding 0 turns `-0` into 0, which the summary would print signed.
+        Ok(x) if (0.0..=1.0).contains(&x) => Ok(x + 0.0),
         _ => Err("must be a number from 0 to 1".to_string()),
     }
 }
@@ -149,6 +150,7 @@ mod tests {
     fn fractions() {
         assert_eq!(fraction("0"), Ok(0.0));
         assert_eq!(fraction("1"), Ok(1.0));
+        assert!(fraction("-0").unwrap().is_sign_positive(), "-0 kept its sign");
         for bad in ["-0.1", "1.01", "NaN", "inf", "x"] {
             assert!(fraction(bad).is_err(), "{bad}");
         }
