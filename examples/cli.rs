@@ -150,7 +150,10 @@ mod tests {
     fn fractions() {
         assert_eq!(fraction("0"), Ok(0.0));
         assert_eq!(fraction("1"), Ok(1.0));
-        assert!(fraction("-0").unwrap().is_sign_positive(), "-0 kept its sign");
+        assert!(
+            fraction("-0").unwrap().is_sign_positive(),
+            "-0 kept its sign"
+        );
         for bad in ["-0.1", "1.01", "NaN", "inf", "x"] {
             assert!(fraction(bad).is_err(), "{bad}");
         }
