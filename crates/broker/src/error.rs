@@ -32,9 +32,13 @@ pub enum ErrorCode {
     NotEnoughReplicasAfterAppend,
     /// `OFFSET_OUT_OF_RANGE`: a fetch offset beyond the log end (truncation).
     OffsetOutOfRange,
-    /// `UNKNOWN_MEMBER_ID`: the member is not (or no longer) in the group.
+    /// `UNKNOWN_MEMBER_ID`: the member is not (or no longer) in the group,
+    /// or the coordinator does not know the group (as Kafka answers a
+    /// heartbeat or a leave then).
     UnknownMemberId,
-    /// `GROUP_ID_NOT_FOUND`: the coordinator does not know the group.
+    /// `GROUP_ID_NOT_FOUND`: a group handed to
+    /// [`heartbeat_in`](crate::GroupCoordinator::heartbeat_in) that is
+    /// another coordinator's.
     GroupIdNotFound,
     /// `INVALID_SESSION_TIMEOUT`: a join asked for a session timeout outside
     /// the coordinator's bounds.

@@ -292,13 +292,15 @@ impl GroupCoordinator {
     }
 
     /// Handles a heartbeat: `UNKNOWN_MEMBER_ID` if the member is not in the
-    /// group (it was evicted, or never joined), else resets its session timer.
-    /// After [`shutdown`](Self::shutdown), `COORDINATOR_NOT_AVAILABLE`.
+    /// group (it was evicted, or never joined) or the group is unknown here
+    /// (Kafka's answer in both cases: the client rejoins), else resets its
+    /// session timer. After [`shutdown`](Self::shutdown),
+    /// `COORDINATOR_NOT_AVAILABLE`.
     pub fn heartbeat(&self, group: &GroupId, member: &MemberId) -> Result<(), ErrorCode> {
         let Some(group) = self.group(group) else {
             self.inner.heartbeats.increment();
             self.inner.active()?;
-            return Err(ErrorCode::GroupIdNotFound);
+            return Err(ErrorCode::UnknownMemberId);
         };
         self.heartbeat_in(&group, member)
     }
@@ -338,12 +340,13 @@ impl GroupCoordinator {
     }
 
     /// A member leaves on its own: removed (a rebalance) and its heartbeat
-    /// expectation completed, so nothing stays watched for it. After
-    /// [`shutdown`](Self::shutdown), `COORDINATOR_NOT_AVAILABLE`, and the
-    /// member stays.
+    /// expectation completed, so nothing stays watched for it.
+    /// `UNKNOWN_MEMBER_ID` if it is not in the group or the group is unknown
+    /// here, as in Kafka. After [`shutdown`](Self::shutdown),
+    /// `COORDINATOR_NOT_AVAILABLE`, and the member stays.
     pub fn leave_group(&self, group: &GroupId, member: &MemberId) -> Result<(), ErrorCode> {
         self.inner.active()?;
-        let group = self.group(group).ok_or(ErrorCode::GroupIdNotFound)?;
+        let group = self.group(group).ok_or(ErrorCode::UnknownMemberId)?;
         let _guard = group.lock();
         // Again under the lock: a shutdown may have run while this call
         // waited for it, and after a shutdown the member stays.

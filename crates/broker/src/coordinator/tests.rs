@@ -109,9 +109,14 @@ fn heartbeat_in_a_kept_group_is_a_heartbeat() {
 fn unknown_group_and_bad_session() {
     let clock = ManualClock::new();
     let coordinator = GroupCoordinator::with_manual_clock(&clock).unwrap();
+    // Kafka's answer for a group it does not know: the client rejoins.
     assert_eq!(
         coordinator.heartbeat(&"nope".into(), &"m".into()),
-        Err(ErrorCode::GroupIdNotFound)
+        Err(ErrorCode::UnknownMemberId)
+    );
+    assert_eq!(
+        coordinator.leave_group(&"nope".into(), &"m".into()),
+        Err(ErrorCode::UnknownMemberId)
     );
     assert_eq!(
         coordinator.join_group(&"g".into(), &"m".into(), Duration::ZERO),
