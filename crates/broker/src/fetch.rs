@@ -1,9 +1,10 @@
 //! `DelayedFetch`: a long-poll fetch waiting for `min_bytes`.
 //!
 //! Kafka's semantics (`DelayedFetch.scala`), for consumers and followers:
-//! - a fetch that cannot be answered at once (fewer than `min_bytes` readable,
-//!   `max_wait > 0`, no error) waits in the fetch purgatory, keyed by every
-//!   partition it reads, for at most `max_wait`;
+//! - a fetch that cannot be answered at once (fewer than `min_bytes` read,
+//!   counting what a read actually returns: a first record larger than
+//!   `max_bytes` whole; `max_wait > 0`; no error) waits in the fetch
+//!   purgatory, keyed by every partition it reads, for at most `max_wait`;
 //! - `try_complete` adds up, over its partitions, the bytes between the fetch
 //!   offset and the end offset its isolation allows (the high watermark for
 //!   consumers, the log end for followers), each capped at the partition's

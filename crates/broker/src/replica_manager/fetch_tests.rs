@@ -237,8 +237,16 @@ fn enough_bytes_or_no_wait_answer_at_once() {
     assert!(f
         .fetch(FetchParams::consumer(Duration::ZERO, 1000), 0, 1 << 20)
         .is_ready());
-    // max_bytes caps what a partition contributes to min_bytes.
-    assert!(!f.fetch(f.consumer(100), 0, 50).is_ready());
+    // A waiting fetch's check caps what a partition contributes to
+    // min_bytes at max_bytes (Kafka's `tryComplete`): 200 new bytes count
+    // as 50 here.
+    let capped = f.fetch(f.consumer(150), 1, 50);
+    assert!(!capped.is_ready());
+    f.append(2, 100);
+    assert!(!capped.is_ready(), "max_bytes does not cap the check");
+    f.at(MAX_WAIT_MS);
+    let read = capped.take().expect("answered at max_wait")[&f.tp];
+    assert_eq!(read.records.bytes, 100, "the first record, whole");
 }
 
 #[test]
@@ -366,4 +374,34 @@ fn race_on_two_threads_answers_exactly_once() {
         assert!(bytes == 0 || bytes == 100, "round {round}: {bytes}");
         assert_eq!(f.gauges(), (0, 0), "round {round}");
     }
+}
+
+/// The immediate answer counts the bytes actually read, as Kafka's
+/// `fetchMessages` does: a first record larger than `max_bytes` is read
+/// whole, and if that reaches `min_bytes` the fetch does not wait. (A
+/// delayed fetch's check caps each partition at `max_bytes`, as Kafka's
+/// `tryComplete` does.)
+#[test]
+fn a_first_record_larger_than_max_bytes_answers_at_once() {
+    let f = Fixture::new(&[]);
+    f.append(1, 100);
+    let read = f
+        .fetch(f.consumer(50), 0, 10)
+        .take()
+        .expect("answered at once")[&f.tp];
+    assert_eq!((read.error, read.records.bytes), (ErrorCode::None, 100));
+    f.append(3, 10);
+    let read = f
+        .fetch(f.consumer(1), 1, 0)
+        .take()
+        .expect("answered at once")[&f.tp];
+    assert_eq!((read.records.count(), read.records.bytes), (1, 10));
+    // Fewer bytes than asked for: it waits, and reads again when it ends.
+    let slot = f.fetch(f.consumer(1_000), 0, 1_000);
+    assert!(slot.take().is_none(), "answered at once");
+    assert_eq!(f.gauges(), (1, 1));
+    f.at(MAX_WAIT_MS);
+    let read = slot.take().expect("answered at max_wait")[&f.tp];
+    assert_eq!(read.records.bytes, 130);
+    assert_eq!(f.gauges(), (0, 0));
 }

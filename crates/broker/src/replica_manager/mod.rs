@@ -31,8 +31,7 @@ use timer::{Clock, ManualClock};
 
 use crate::error::ErrorCode;
 use crate::fetch::{
-    can_answer_now, failed_read, read_partitions, DelayedFetch, FetchParams, FetchResponse,
-    PartitionFetch,
+    failed_read, read_partitions, DelayedFetch, FetchParams, FetchResponse, PartitionFetch,
 };
 use crate::partition::{Partition, PartitionRegistry, PartitionRole, ReplicaId, TopicPartition};
 use crate::produce::{
@@ -252,7 +251,9 @@ impl ReplicaManager {
     }
 
     /// Serves a fetch through `callback`: at once if it can be answered now
-    /// (enough bytes, `max_wait` zero, an error), else when it can or
+    /// (`max_wait` zero, an error, or at least `min_bytes` read: the bytes
+    /// actually read, so a first record larger than `max_bytes` counts
+    /// whole, as in Kafka's `fetchMessages`), else when it can or
     /// `max_wait` passes. A follower's fetch first records its position; a
     /// fetch from a replica a partition does not have reads nothing there
     /// and answers `NOT_LEADER_OR_FOLLOWER` for it. Returns whether it
@@ -287,16 +288,14 @@ impl ReplicaManager {
                 let _ = self.follower_fetch_ack(replica, tp, fetch.fetch_offset);
             }
         }
-        if params.max_wait.is_zero()
-            || partitions.is_empty()
-            || can_answer_now(&self.partitions, &params, &partitions, None)
+        // Read now, and answer with that read if it can be the answer. The
+        // delayed fetch reads again when it completes.
+        let read = read_partitions(&self.partitions, &params, &partitions, None);
+        let failed = read.values().any(|r| !r.error.is_none());
+        let bytes: u64 = read.values().map(|r| r.records.bytes).sum();
+        if params.max_wait.is_zero() || partitions.is_empty() || failed || bytes >= params.min_bytes
         {
-            callback(read_partitions(
-                &self.partitions,
-                &params,
-                &partitions,
-                None,
-            ));
+            callback(read);
             return true;
         }
         let keys: Vec<_> = partitions.iter().map(|(tp, _)| tp.clone()).collect();
