@@ -249,3 +249,42 @@ fn after_shutdown_joins_and_heartbeats_are_refused() {
     advance(&clock, &coordinator, 1_000);
     assert_eq!(coordinator.eviction_count(), 0);
 }
+
+/// `restart_session` restarts a member's session timer from now, as
+/// Kafka's `onCompleteJoin` does for each member, without counting a
+/// heartbeat: a member that joined early is not evicted for the time the
+/// others took to join.
+#[test]
+fn restarting_a_session_moves_its_deadline_without_a_heartbeat() {
+    let (clock, coordinator, group, first) = setup(100);
+    advance(&clock, &coordinator, 80);
+    let last = MemberId::new("member-2");
+    coordinator
+        .join_group(&group, &last, Duration::from_millis(100))
+        .unwrap();
+    let formed = coordinator.group(&group).unwrap();
+    for member in [&first, &last] {
+        assert_eq!(coordinator.restart_session(&formed, member), Ok(()));
+    }
+    assert_eq!(counts(&coordinator), (2, 2, 2), "one expectation each");
+    advance(&clock, &coordinator, 99);
+    assert_eq!(coordinator.eviction_count(), 0, "evicted from its join");
+    assert_eq!(coordinator.heartbeat(&group, &first), Ok(()));
+    advance(&clock, &coordinator, 1);
+    assert_eq!(coordinator.eviction_count(), 1, "the other's session");
+    assert_eq!(coordinator.heartbeats_handled(), 1);
+    assert_eq!(
+        coordinator.restart_session(&formed, &last),
+        Err(ErrorCode::UnknownMemberId)
+    );
+    let other = GroupCoordinator::with_manual_clock(&clock).unwrap();
+    assert_eq!(
+        other.restart_session(&formed, &first),
+        Err(ErrorCode::GroupIdNotFound)
+    );
+    coordinator.shutdown();
+    assert_eq!(
+        coordinator.restart_session(&formed, &first),
+        Err(ErrorCode::CoordinatorNotAvailable)
+    );
+}

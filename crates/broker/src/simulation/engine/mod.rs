@@ -282,14 +282,36 @@ impl<'a> Engine<'a> {
     /// consumer order (so each group's tokens and generations are the same
     /// for any number of handlers), into member tables sized for the group
     /// once; the first heartbeats are drawn here, in consumer order.
+    ///
+    /// In real time the joins take a while (seconds for a million), and
+    /// each arms its member's session timer as it runs; simulated time
+    /// starts once they are all done. So the sessions then restart, first
+    /// heartbeat first (Kafka restarts them as a join completes,
+    /// `onCompleteJoin`): a member restarted early in that stretch
+    /// heartbeats early in the run, and a healthy member is not evicted
+    /// unless the restarts take longer than a session.
     fn start(&mut self) {
         let groups = self.config.groups;
+        let real_time = matches!(self.time, Time::Real { .. });
+        let mut firsts = Vec::with_capacity(if real_time { self.config.consumers } else { 0 });
         for index in 0..self.config.consumers {
             self.handlers.queue(index % groups, index as u32);
             let first = self.rng.random_range(1..=self.config.heartbeat_interval_ms);
             self.events.push(first, index as u32);
+            if real_time {
+                firsts.push((first, index as u32));
+            }
         }
         self.handlers.run(Request::Join);
+        firsts.sort_unstable();
+        let ids = self.shared.ids.read();
+        for (_, index) in firsts {
+            let ConsumerIds { group, member } = &ids[index as usize];
+            // Only a shutdown refuses it, and none comes before the run.
+            let restarted = self.shared.coordinator.restart_session(group, member);
+            debug_assert!(restarted.is_ok(), "{restarted:?}");
+        }
+        drop(ids);
         self.note_expectations();
         self.generations_at_start = self.shared.coordinator.total_generations();
         self.sample(0);
