@@ -225,3 +225,74 @@ fn jumping_over_idle_milliseconds_changes_nothing() {
     let (s, ..) = run_engine(&tight(1), false);
     assert!(s.false_evictions > 0, "{s:?}");
 }
+
+/// A manual clock whose every reading also moves it on by `step_ns` (set
+/// while the groups form, so that the joins take time as in a real run).
+#[derive(Debug)]
+struct Busy {
+    time: ManualClock,
+    step_ns: std::sync::atomic::AtomicU64,
+    spent_ns: std::sync::atomic::AtomicU64,
+}
+
+impl timer::Clock for Busy {
+    fn now_nanos(&self) -> u64 {
+        use std::sync::atomic::Ordering::Relaxed;
+        let step = self.step_ns.load(Relaxed);
+        self.time.now_nanos() + self.spent_ns.fetch_add(step, Relaxed) + step
+    }
+
+    fn subscribe(&self, on_move: std::sync::Weak<timer::OnMove>) {
+        self.time.subscribe(on_move);
+    }
+}
+
+/// In real time the groups take a while to form, and simulated time starts
+/// once they have: a healthy run must still evict no one, though the first
+/// members joined longer before the start than the session timeout leaves
+/// beyond the heartbeat interval.
+#[test]
+fn members_that_joined_long_before_a_real_time_start_are_not_evicted() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let config = SimConfig {
+        consumers: 2_000,
+        groups: 20,
+        heartbeat_interval_ms: 200,
+        session_timeout_ms: 260,
+        duration_ms: 1_000,
+        virtual_time: false,
+        ..healthy(3)
+    };
+    assert!(config.warnings().is_empty(), "{:?}", config.warnings());
+    let busy = Arc::new(Busy {
+        time: ManualClock::new(),
+        step_ns: 20_000.into(),
+        spent_ns: 0.into(),
+    });
+    let clock: Arc<dyn timer::Clock> = busy.clone();
+    let purgatory = purgatory::Purgatory::builder("busy")
+        .hasher(crate::id::IdHasher)
+        .shared_clock(clock)
+        .reaper(false)
+        .build()
+        .unwrap();
+    let coordinator = GroupCoordinator::new(purgatory);
+    let mut engine = Engine::new(&config, coordinator, Time::Real { start_ms: 0 });
+    engine.start();
+    busy.step_ns.store(0, Relaxed);
+    // As `run_recorded` does: the run starts once the groups have formed.
+    let start_ms = engine.shared.coordinator.now_ms();
+    assert!(
+        start_ms > 2 * (config.session_timeout_ms - config.heartbeat_interval_ms),
+        "the groups formed in {start_ms} ms"
+    );
+    engine.time = Time::Real { start_ms };
+    for t in 0..=config.duration_ms {
+        busy.time.set_ms(t);
+        while engine.shared.coordinator.advance_clock(Duration::ZERO) {}
+        engine.handle_due(t);
+    }
+    let summary = engine.summary();
+    assert_eq!(summary.false_evictions, 0);
+    assert_eq!(summary.alive_at_end, config.consumers);
+}
