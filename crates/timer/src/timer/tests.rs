@@ -162,28 +162,11 @@ fn adds_into_an_idle_shard(shards: usize, tick: u64, warm: u64) {
 /// run: shutdown waits for the hand-over before it closes the executor.
 #[test]
 fn a_shutdown_during_a_chunked_hand_over_loses_no_task() {
-    use std::sync::atomic::AtomicUsize;
     use std::sync::OnceLock;
     use std::time::Instant;
 
     const N: usize = 4 * wakeup::FLUSH_CHUNK; // several flush chunks
-    let clock = ManualClock::new();
-    let timer: Arc<Timer> = Arc::new(
-        TimerBuilder::new()
-            .clock(clock.clone())
-            .shards(1)
-            .build()
-            .unwrap(),
-    );
-    let ran = Arc::new(AtomicUsize::new(0));
-    for _ in 0..N {
-        let ran = ran.clone();
-        let task: Box<dyn FnOnce() + Send> = Box::new(move || {
-            ran.fetch_add(1, Ordering::SeqCst);
-        });
-        timer.add(Duration::from_millis(5), task).unwrap();
-    }
-    clock.set_ms(5);
+    let (timer, ran) = due_at_5(N);
     // Handed back by the shutdown, once it has returned.
     let handed_back: Arc<OnceLock<usize>> = Arc::new(OnceLock::new());
     let (hook_timer, hook_back) = (timer.clone(), handed_back.clone());
