@@ -25,6 +25,12 @@
 //!   one of them.
 //! - The coordinator is never told about a failure: it finds out only when the
 //!   heartbeat purgatory expires a member's expectation.
+//! - In real time the groups take a while to form (seconds for a million
+//!   members). Simulated time starts once they have, and every member's
+//!   session restarts then, in the order of the first heartbeats
+//!   ([`GroupCoordinator::restart_session`](crate::GroupCoordinator::restart_session);
+//!   Kafka restarts them as a join completes), so that no healthy member is
+//!   evicted for the time the others took to join.
 //!
 //! # Definitions used in the summary
 //!
