@@ -59,6 +59,17 @@ pub const ALLOCATOR: &str = if cfg!(feature = "mimalloc") {
     "system"
 };
 
+/// Whether every round merged into `record` had exact counts (the runner
+/// counts those in `exact_rounds`, with the workload's own test; a record
+/// of one run has no such field), and a note for a check's description
+/// when some did not: a median would otherwise hide a bad round.
+pub fn exact_in_every_round(record: &report::Record) -> (bool, String) {
+    match (record.num("exact_rounds"), record.num("rounds")) {
+        (Some(k), Some(n)) if k < n => (false, format!(" (exact in {k} of {n} rounds)")),
+        _ => (true, String::new()),
+    }
+}
+
 /// One check of a published target ("timer total ≤ 0.8 × fastest peer"),
 /// evaluated on the figures of one run.
 #[derive(Debug, Clone, PartialEq)]

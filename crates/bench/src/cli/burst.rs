@@ -42,6 +42,7 @@ pub(crate) fn run(a: &BurstArgs) -> Result<(), String> {
                 )
             }),
             targets: burst::targets,
+            exact: burst::counts_exact,
             annotate: |_| {},
             describe: format!(
                 "Burst: {} timer tasks sharing one deadline after a churn of as many (delays 1..={} ms, a random half cancelled in random order), seed {} (real clock, reaper running, tick 1 ms, 20 buckets); hand-over rate: the executor held at a gate while max(n, {}) expired tasks are handed to it, then tasks run per second once it opens",

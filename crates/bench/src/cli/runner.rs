@@ -26,6 +26,10 @@ pub(crate) struct WorkloadSpec<'a> {
     /// Arguments for a child process that runs one implementation.
     pub(crate) child_args: ChildArgs<'a>,
     pub(crate) targets: fn(&[Record]) -> Vec<TargetCheck>,
+    /// Whether one round's counts are exact (the workload's own test, which
+    /// its targets use too): the merged record says in how many rounds
+    /// they were (`exact_rounds`).
+    pub(crate) exact: fn(&Record) -> bool,
     /// Adds figures that compare rows of one run (after the medians).
     pub(crate) annotate: fn(&mut [Record]),
     /// One line describing the parameters, for the table's heading.
@@ -141,7 +145,11 @@ pub(crate) fn measure(common: &Common, w: &WorkloadSpec<'_>) -> Result<Vec<Recor
     }
     let mut merged: Vec<Record> = per_impl
         .iter()
-        .filter_map(|rs| report::aggregate(rs, w.spread))
+        .filter_map(|rs| {
+            let mut merged = report::aggregate(rs, w.spread)?;
+            merged.set("exact_rounds", rs.iter().filter(|r| (w.exact)(r)).count());
+            Some(merged)
+        })
         .collect();
     (w.annotate)(&mut merged);
     Ok(merged)

@@ -43,6 +43,7 @@ pub(crate) fn run(a: &W1Args) -> Result<(), String> {
                 )
             }),
             targets: w1::targets,
+            exact: w1::counts_exact,
             annotate: w1::annotate,
             describe: format!(
                 "W1 timer churn: n = {}, delays 1..={} ms, seed {}, cancel even indices, expire to {} ms (virtual clock)",

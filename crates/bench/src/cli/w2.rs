@@ -81,6 +81,7 @@ pub(crate) fn run(a: &W2Args) -> Result<(), String> {
                 ])
             }),
             targets: w2::targets,
+            exact: w2::counts_exact,
             annotate: |_| {},
             describe: String::new(),
         }

@@ -54,6 +54,7 @@ pub(crate) fn run(a: &W3Args) -> Result<(), String> {
                 )
             }),
             targets: w3::targets,
+            exact: w3::counts_exact,
             annotate: |_| {},
             describe: format!(
                 "W3 concurrent adds: {} producers × {} tasks, delays 1..={} ms, seed {} (real clock, reaper running)",

@@ -71,6 +71,7 @@ pub(crate) fn run(a: &W4Args) -> Result<(), String> {
                 )
             }),
             targets: w4::targets,
+            exact: w4::counts_exact,
             annotate: |_| {},
             describe: format!(
                 "W4 scale: {} operations per phase, {per_op} ({keys}, seed {}), a 24-byte operation; A fill and E shutdown with 300 s timeouts, B check, C expiry after {} ms, D burst on one deadline (real clock, reaper running, {} allocator)",

@@ -6,7 +6,9 @@ use crate::stats;
 /// How a numeric field is merged across rounds.
 fn merge_rule(field: &str) -> MergeRule {
     match field {
-        "early" | "bad" | "missing" | "pending" | "double" => MergeRule::Max,
+        // Counts that must be zero: the worst round.
+        "early" | "bad" | "missing" | "pending" | "double" | "rejected" | "watched_after"
+        | "delayed_after" => MergeRule::Max,
         "fired" => MergeRule::Min,
         _ => MergeRule::Median,
     }
@@ -91,5 +93,9 @@ mod tests {
         assert_eq!(a.get("mem"), Some(&Value::Null));
         assert_eq!(a.get("rounds"), Some(&Value::Int(3)));
         assert!(aggregate(&[], &[]).is_none());
+        // A count that must be zero takes the worst round, not the median.
+        let left = |w: u64| Record::new().with("watched_after", w);
+        let a = aggregate(&[left(0), left(7), left(0)], &[]).unwrap();
+        assert_eq!(a.get("watched_after"), Some(&Value::Int(7)));
     }
 }

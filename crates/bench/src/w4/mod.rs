@@ -321,6 +321,23 @@ pub fn run(
     }
 }
 
+/// Whether one W4 record's counts are exact: every operation completed
+/// once in B and expired once in C and once in D, none early, nothing
+/// watched or armed after B, every one pending at the shutdown in E.
+pub fn counts_exact(r: &Record) -> bool {
+    let f = |k: &str| r.num(k).unwrap_or(f64::NAN);
+    let n = f("pending");
+    f("completed") == n
+        && f("expired") == 2.0 * n
+        && f("expired_c") == n
+        && f("expired_d") == n
+        && f("shutdown_pending") == n
+        && f("early") == 0.0
+        && f("watched_after") == 0.0
+        && f("delayed_after") == 0.0
+        && f("bad") == 0.0
+}
+
 /// W4's targets (issue 14): exact counts in every row (every operation
 /// completes once in B and expires once in C and D, none early, nothing
 /// watched or armed after B); the purgatory at most 128 bytes per pending
@@ -334,18 +351,16 @@ pub fn targets(records: &[Record]) -> Vec<TargetCheck> {
         let n = f("pending");
         let (completed, expired, early) = (f("completed"), f("expired"), f("early"));
         let (watched, delayed, bad) = (f("watched_after"), f("delayed_after"), f("bad"));
+        let (c, d, e) = (f("expired_c"), f("expired_d"), f("shutdown_pending"));
+        let (every, note) = crate::exact_in_every_round(r);
         checks.push(TargetCheck::new(
             format!(
-                "{name}: completed {completed} of {n}, expired {expired} of {}, early {early}, \
-                 watched {watched} and delayed {delayed} after B, bad {bad}",
+                "{name}: completed {completed} of {n}, expired {expired} of {} ({c} in C, {d} in D), \
+                 early {early}, watched {watched} and delayed {delayed} after B, bad {bad}, \
+                 pending at shutdown {e}{note}",
                 2.0 * n
             ),
-            completed == n
-                && expired == 2.0 * n
-                && early == 0.0
-                && watched == 0.0
-                && delayed == 0.0
-                && bad == 0.0,
+            counts_exact(r) && every,
         ));
     }
     let get = |name: &str, field: &str| {
@@ -426,6 +441,29 @@ mod tests {
         let own = W4Params { keys: 0, ..params };
         assert_exact(&run("purgatory", &own, &mut Progress::quiet()).unwrap());
         assert!(run("tokio_notify", &own, &mut Progress::quiet()).is_err());
+    }
+
+    /// Each phase's count is checked, not only their sum, and a round with
+    /// inexact counts fails the check even when the medians are exact.
+    #[test]
+    fn counts_are_exact_in_each_phase_and_every_round() {
+        let rec = run("purgatory", &tiny(), &mut Progress::quiet())
+            .unwrap()
+            .to_record();
+        assert!(counts_exact(&rec));
+        for (field, value) in [
+            ("expired_c", 1_999u64),
+            ("expired_d", 2_001),
+            ("shutdown_pending", 1_999),
+        ] {
+            let off = rec.clone().with(field, value);
+            assert!(!counts_exact(&off), "{field}");
+            assert_eq!(targets(&[off])[0].met, Some(false), "{field}");
+        }
+        let merged = rec.with("rounds", 3u64).with("exact_rounds", 2u64);
+        let check = &targets(&[merged])[0];
+        assert_eq!(check.met, Some(false));
+        assert!(check.description.ends_with(" (exact in 2 of 3 rounds)"));
     }
 
     #[test]
