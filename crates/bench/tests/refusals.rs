@@ -52,6 +52,18 @@ fn counts_must_be_positive_and_bounded() {
         &["w3", "--n", "60000000", "--producers", "2"],
         &["--n × --producers", "at most 100000000"],
     );
+    refused(
+        &[
+            "w4",
+            "--only",
+            "purgatory",
+            "--pending",
+            "20000000",
+            "--keys-per-op",
+            "10000",
+        ],
+        &["--pending × --keys-per-op", "at most 100000000"],
+    );
 }
 
 #[test]

@@ -8,6 +8,16 @@ use crate::w4;
 /// Refuses what `run` cannot run meaningfully.
 pub(crate) fn validate(a: &W4Args) -> Result<(), String> {
     validate_common(&a.common, w4::IMPLS)?;
+    // Every operation's keys are drawn up front: bound them all together.
+    let memberships = a.pending as u64 * a.keys_per_op as u64;
+    if memberships > crate::limits::MAX_COUNT {
+        return Err(format!(
+            "--pending × --keys-per-op must be at most {}, got {} × {} = {memberships}",
+            crate::limits::MAX_COUNT,
+            a.pending,
+            a.keys_per_op
+        ));
+    }
     let runs = |name: &str| {
         let only = &a.common.only;
         a.common
