@@ -23,7 +23,7 @@ pub const MAX_ISSUE_S: f64 = 3_600.0;
 /// Lowest target rate, requests per second.
 pub const MIN_RATE: f64 = 1.0;
 /// Highest target rate, requests per second (beyond any generator's reach;
-/// rates of at least 1,000,000/s already measure saturation).
+/// the standard run's target of 3,000,000/s already measures saturation).
 pub const MAX_RATE: f64 = 100_000_000.0;
 /// Most keys one W2 request watches.
 pub const MAX_KEYS_PER_REQUEST: u64 = 10_000;

@@ -48,7 +48,7 @@ pub(crate) struct W2Args {
     /// both standard runs are measured.
     #[arg(long, value_parser = limits::count, allow_negative_numbers = true)]
     pub(crate) num: Option<usize>,
-    /// Target rate, requests per second (default 1,000,000).
+    /// Target rate, requests per second (default 3,000,000: saturation).
     #[arg(long, value_parser = limits::rate, allow_negative_numbers = true)]
     pub(crate) rate: Option<f64>,
     /// Request timeout, ms.

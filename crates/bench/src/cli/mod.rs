@@ -21,8 +21,8 @@
 //! in this process instead (memory figures are then less clean).
 //!
 //! W2 without `--num` and `--rate` measures its two standard runs
-//! (1,000,000 requests at 1,000,000/s, then 100,000 at 10,000/s), each in
-//! both completion modes, and reports them in one table.
+//! (1,000,000 requests at a target of 3,000,000/s, then 100,000 at
+//! 10,000/s), each in both completion modes, and reports them in one table.
 
 /// `print!` through [`write_stdout`]; defined before the workload modules
 /// so that they can use it.
