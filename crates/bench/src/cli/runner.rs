@@ -58,7 +58,7 @@ pub(crate) fn strings(args: &[&str]) -> Vec<String> {
 pub(crate) fn run_workload(common: &Common, w: WorkloadSpec<'_>) -> Result<(), String> {
     if let Some(name) = &common.child_impl {
         let record = (w.run_here)(name)?;
-        outln!("{}", record.to_json());
+        outln!("{}", record.to_json_exact());
         return Ok(());
     }
     let merged = measure(common, &w)?;

@@ -4,11 +4,16 @@ use super::{Record, Value};
 use std::fmt::Write as _;
 
 impl Value {
-    fn write_json(&self, out: &mut String) {
+    /// Writes the value; a float with three decimals, or `exact`ly (the
+    /// shortest form that reads back the same, and still a float).
+    fn write_json(&self, out: &mut String, exact: bool) {
         match self {
             Value::Str(s) => write_json_string(out, s),
             Value::Int(i) => {
                 let _ = write!(out, "{i}");
+            }
+            Value::Float(f) if f.is_finite() && exact => {
+                let _ = write!(out, "{f:?}");
             }
             Value::Float(f) if f.is_finite() => {
                 let _ = write!(out, "{f:.3}");
@@ -19,8 +24,20 @@ impl Value {
 }
 
 impl Record {
-    /// One line of JSON: `{"workload":"w1","impl":"timer",...}` (no newline).
+    /// One line of JSON: `{"workload":"w1","impl":"timer",...}` (no newline),
+    /// floats with three decimals.
     pub fn to_json(&self) -> String {
+        self.json_line(false)
+    }
+
+    /// [`to_json`](Self::to_json) with floats as they are, for a child
+    /// process's record: the parent's medians and ratios are then those of
+    /// the figures measured, not of their rounding.
+    pub fn to_json_exact(&self) -> String {
+        self.json_line(true)
+    }
+
+    fn json_line(&self, exact: bool) -> String {
         let mut out = String::from("{");
         for (i, (k, v)) in self.fields.iter().enumerate() {
             if i > 0 {
@@ -28,7 +45,7 @@ impl Record {
             }
             write_json_string(&mut out, k);
             out.push(':');
-            v.write_json(&mut out);
+            v.write_json(&mut out, exact);
         }
         out.push('}');
         out
@@ -208,6 +225,16 @@ mod tests {
         assert_eq!(back.get("add_ns"), Some(&Value::Float(41.667)));
         assert_eq!(back.get("bytes_per_task"), Some(&Value::Null));
         assert_eq!(back.to_json(), line);
+        // A child's record reads back exactly, its floats still floats.
+        let fine = Record::new()
+            .with("total_ms", 0.003_4)
+            .with("two", 2.0)
+            .with("tiny", 1e-7);
+        assert_eq!(Record::parse(&fine.to_json_exact()).unwrap(), fine);
+        assert_eq!(
+            fine.to_json(),
+            r#"{"total_ms":0.003,"two":2.000,"tiny":0.000}"#
+        );
     }
 
     #[test]
