@@ -133,4 +133,11 @@ fn times_sizes_and_names() {
         &["w1", "--only", "nope"],
         &["--only", "nope", "timer, binary_heap"],
     );
+    // Named as a peer, but not built in: say how to build it.
+    if !cfg!(feature = "nexus") {
+        refused(
+            &["w1", "--only", "timer,nexus_timer"],
+            &["nexus_timer", "--features nexus"],
+        );
+    }
 }

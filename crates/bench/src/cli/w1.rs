@@ -7,6 +7,13 @@ use crate::w1;
 
 /// Refuses what `run` cannot run meaningfully.
 pub(crate) fn validate(a: &W1Args) -> Result<(), String> {
+    let named = a.common.only.iter().chain(&a.common.child_impl);
+    if !cfg!(feature = "nexus") && named.into_iter().any(|name| name == "nexus_timer") {
+        return Err(
+            "nexus_timer needs the runner built with `--features nexus` (Rust 1.94 or later)"
+                .to_string(),
+        );
+    }
     validate_common(&a.common, w1::IMPLS)?;
     Ok(())
 }
