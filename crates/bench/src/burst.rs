@@ -35,7 +35,10 @@
 //! time the reaper and the executor threads spent from the deadline to the
 //! last task (`reaper_cpu_ms`, `executor_cpu_ms`, from the kernel's
 //! per-thread `schedstat`): on a busy machine, where wall times stretch,
-//! they still tell which of the two bounds the drain.
+//! they still tell which of the two bounds the drain. Their window opens
+//! when the measuring thread wakes at the deadline, which a busy machine
+//! delays: a small burst may be handed over before, and show the reaper
+//! at 0.
 
 use crate::measure::lateness::Recorder;
 use crate::measure::rss;
@@ -199,8 +202,9 @@ pub struct BurstResult {
     pub handover_rate: Option<f64>,
     /// Peak RSS of the process, MB.
     pub peak_rss_mb: Option<f64>,
-    /// CPU time of the reaper thread from the deadline to the last burst
-    /// task (`None` where the kernel does not tell).
+    /// CPU time of the reaper thread from the deadline (as the measuring
+    /// thread wakes then) to the last burst task (`None` where the kernel
+    /// does not tell).
     pub reaper_cpu: Option<Duration>,
     /// The same for the executor thread.
     pub executor_cpu: Option<Duration>,
