@@ -314,16 +314,21 @@ impl GroupCoordinator {
     /// is another coordinator's.
     pub fn heartbeat_in(&self, group: &Arc<Group>, member: &MemberId) -> Result<(), ErrorCode> {
         self.inner.heartbeats.increment();
+        self.restart_session(group, member)
+    }
+
+    /// Restarts `member`'s session timer now, as Kafka does for every
+    /// member when a join completes (`onCompleteJoin`), or as a heartbeat
+    /// would, but not counted as one. A caller that joins members over a
+    /// long stretch (a simulation forming a million members' groups) calls
+    /// it for each once they all have, so that the first to join is not
+    /// expected to heartbeat before the last has joined. The same answers
+    /// as [`heartbeat_in`](Self::heartbeat_in).
+    pub fn restart_session(&self, group: &Arc<Group>, member: &MemberId) -> Result<(), ErrorCode> {
         if !group.reports_to(&self.inner) {
             return Err(ErrorCode::GroupIdNotFound);
         }
         self.inner.active()?;
-        self.renew(group, member)
-    }
-
-    /// Restarts `member`'s session timer: a new token and expectation, the
-    /// pending one completed. `UNKNOWN_MEMBER_ID` if it is not in `group`.
-    fn renew(&self, group: &Arc<Group>, member: &MemberId) -> Result<(), ErrorCode> {
         // The member's watch list is the next cold memory after its entry
         // in the group: start fetching its way in while the group lock and
         // the member table are taken.
@@ -343,21 +348,6 @@ impl GroupCoordinator {
         let (token, session_timeout) = renewed.ok_or(ErrorCode::UnknownMemberId)?;
         self.inner
             .complete_and_schedule_next(group, key, token, session_timeout)
-    }
-
-    /// Restarts `member`'s session timer now, as Kafka does for every
-    /// member when a join completes (`onCompleteJoin`), or as a heartbeat
-    /// would, but not counted as one. A caller that joins members over a
-    /// long stretch (a simulation forming a million members' groups) calls
-    /// it for each once they all have, so that the first to join is not
-    /// expected to heartbeat before the last has joined. The same answers
-    /// as [`heartbeat_in`](Self::heartbeat_in).
-    pub fn restart_session(&self, group: &Arc<Group>, member: &MemberId) -> Result<(), ErrorCode> {
-        if !group.reports_to(&self.inner) {
-            return Err(ErrorCode::GroupIdNotFound);
-        }
-        self.inner.active()?;
-        self.renew(group, member)
     }
 
     /// A member leaves on its own: removed (a rebalance) and its heartbeat
