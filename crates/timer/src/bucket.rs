@@ -41,13 +41,27 @@ pub(crate) const FRONT: u32 = 1 << 31;
 pub(crate) const LOOKAHEAD: usize = 16;
 
 /// Capacity (entries) above which an array gives memory back as it empties
-/// (see `shrink_if_sparse`): a peak of millions of pending tasks must not
-/// stay resident in buckets once they are gone, while small buckets, which
-/// fill and empty every round, keep theirs. So each array may keep 4 KiB:
-/// 160 KiB a level with Kafka's 20 buckets, but with thousands of buckets
-/// a peak spread over them keeps about a tenth of its memory (4 bytes of
-/// every 28 a pending task takes).
-const KEEP_CAPACITY: usize = 1024;
+/// (see `shrink_if_sparse`), at most: a peak of millions of pending tasks
+/// must not stay resident in buckets once they are gone, while small
+/// buckets, which fill and empty every round, keep theirs. With Kafka's 20
+/// buckets each array may keep 4 KiB.
+const MAX_KEEP: u32 = 1024;
+
+/// The fewest entries an array keeps room for, whatever the wheel's size.
+const MIN_KEEP: u32 = 16;
+
+/// Entries all of a level's arrays together may keep room for once emptied
+/// (160 KiB): a wide wheel's buckets keep less each, so that a peak spread
+/// over thousands of buckets does not leave a tenth of its memory behind.
+const LEVEL_KEEP: u64 = 2 * 20 * MAX_KEEP as u64;
+
+/// What each array of a level of `wheel_size` buckets keeps room for once
+/// emptied: [`LEVEL_KEEP`] shared among the level's arrays, within
+/// [`MIN_KEEP`]..=[`MAX_KEEP`].
+pub(crate) fn keep_capacity(wheel_size: u64) -> u32 {
+    let share = LEVEL_KEEP / (2 * wheel_size).max(1);
+    share.clamp(MIN_KEEP as u64, MAX_KEEP as u64) as u32
+}
 
 /// `expiration` of a bucket that covers no time range.
 pub(crate) const NO_EXPIRATION: u64 = u64::MAX;
@@ -65,6 +79,9 @@ pub(crate) enum Side {
 pub(crate) struct Bucket {
     front: Vec<u32>,
     back: Vec<u32>,
+    /// Capacity (entries) above which each array gives memory back as it
+    /// empties: see [`keep_capacity`].
+    keep: u32,
     /// Whether a pass over the bucket is paused (see the wheel's `pass`).
     pub(crate) paused: bool,
     expiration: u64,
@@ -76,13 +93,23 @@ pub(crate) struct Bucket {
 }
 
 impl Bucket {
-    pub(crate) const EMPTY: Bucket = Bucket {
-        front: Vec::new(),
-        back: Vec::new(),
-        paused: false,
-        expiration: NO_EXPIRATION,
-        min_deadline: u64::MAX,
-    };
+    /// An empty bucket whose arrays keep room for `keep` entries each once
+    /// emptied (see [`keep_capacity`]).
+    pub(crate) const fn empty(keep: u32) -> Bucket {
+        Bucket {
+            front: Vec::new(),
+            back: Vec::new(),
+            keep,
+            paused: false,
+            expiration: NO_EXPIRATION,
+            min_deadline: u64::MAX,
+        }
+    }
+
+    /// Empties the bucket and frees its arrays' memory.
+    pub(crate) fn clear(&mut self) {
+        *self = Bucket::empty(self.keep);
+    }
 
     pub(crate) fn is_empty(&self) -> bool {
         self.front.is_empty() && self.back.is_empty()
@@ -158,19 +185,20 @@ impl Bucket {
             list[at] = last;
             entries.slot_mut(last).pos = pos;
         }
-        shrink_if_sparse(list);
+        shrink_if_sparse(list, self.keep);
     }
 
     /// Takes the last entry of `side` out of the bucket, if any, and
     /// prefetches the slot of the entry [`LOOKAHEAD`] places before it.
     #[inline]
     pub(crate) fn pop<T>(&mut self, entries: &mut Entries<T>, side: Side) -> Option<u32> {
+        let keep = self.keep;
         let list = self.side(side);
         let index = list.pop()?;
         if let Some(ahead) = list.len().checked_sub(LOOKAHEAD) {
             entries.prefetch(list[ahead]);
         }
-        shrink_if_sparse(list);
+        shrink_if_sparse(list, keep);
         let slot = entries.slot_mut(index);
         debug_assert_eq!(slot.pos & !FRONT, list.len() as u32);
         slot.set_state(UNLINKED);
@@ -216,8 +244,8 @@ impl Bucket {
 /// holding both at their peak. Amortised O(1): each halving follows as many
 /// removals as it keeps room for.
 #[inline(always)]
-fn shrink_if_sparse(list: &mut Vec<u32>) {
-    if list.capacity() > KEEP_CAPACITY && list.len() < list.capacity() / 4 {
+fn shrink_if_sparse(list: &mut Vec<u32>, keep: u32) {
+    if list.capacity() > keep as usize && list.len() < list.capacity() / 4 {
         halve(list);
     }
 }
@@ -240,7 +268,7 @@ mod tests {
     #[test]
     fn push_unlink_any_and_pop_keep_positions() {
         let mut entries = Entries::new();
-        let mut bucket = Bucket::EMPTY;
+        let mut bucket = Bucket::empty(MAX_KEEP);
         let ids: Vec<u32> = (0..40).map(|i| entries.insert(0, i)).collect();
         for &i in &ids {
             let side = if i % 3 == 0 { Side::Front } else { Side::Back };
@@ -273,10 +301,8 @@ mod tests {
     #[test]
     fn a_large_array_gives_its_memory_back_as_it_empties() {
         let mut entries = Entries::new();
-        let mut bucket = Bucket::EMPTY;
-        let ids: Vec<u32> = (0..8 * KEEP_CAPACITY as u32)
-            .map(|i| entries.insert(0, i))
-            .collect();
+        let mut bucket = Bucket::empty(MAX_KEEP);
+        let ids: Vec<u32> = (0..8 * MAX_KEEP).map(|i| entries.insert(0, i)).collect();
         for &i in &ids {
             bucket.push(1, &mut entries, i, Side::Back);
         }
@@ -291,7 +317,11 @@ mod tests {
         );
         check(&bucket, &entries, 1);
         while bucket.pop(&mut entries, Side::Back).is_some() {}
-        assert!(bucket.capacity() <= KEEP_CAPACITY, "{}", bucket.capacity());
+        assert!(
+            bucket.capacity() <= MAX_KEEP as usize,
+            "{}",
+            bucket.capacity()
+        );
         // A small one keeps its arrays.
         bucket.push(1, &mut entries, ids[0], Side::Front);
         bucket.unlink(&mut entries, ids[0]);
@@ -299,8 +329,21 @@ mod tests {
     }
 
     #[test]
+    fn a_level_keeps_room_for_at_most_its_share() {
+        // Kafka's 20 buckets and narrower wheels keep the most.
+        assert_eq!(keep_capacity(20), MAX_KEEP);
+        assert_eq!(keep_capacity(2), MAX_KEEP);
+        assert_eq!(keep_capacity(512), 40);
+        assert_eq!(keep_capacity(4096), MIN_KEEP);
+        assert_eq!(keep_capacity(1 << 20), MIN_KEEP);
+        for size in [20, 64, 512, 1000] {
+            assert!(2 * size * keep_capacity(size) as u64 <= LEVEL_KEEP);
+        }
+    }
+
+    #[test]
     fn set_expiration_reports_changes_only() {
-        let mut bucket = Bucket::EMPTY;
+        let mut bucket = Bucket::empty(MAX_KEEP);
         assert_eq!(bucket.expiration(), NO_EXPIRATION);
         assert!(bucket.set_expiration(20));
         assert!(!bucket.set_expiration(20));

@@ -2,7 +2,7 @@
 //! to, moving the levels' clocks, and the invariant that a bucket never holds
 //! entries from two rounds of its level.
 
-use crate::bucket::{Bucket, Side};
+use crate::bucket::{keep_capacity, Bucket, Side};
 #[cfg(test)]
 use crate::entries::TimerHandle;
 use crate::entries::MAX_LEVELS;
@@ -170,8 +170,9 @@ impl<T> TimingWheel<T> {
             current_slot: (current_time / tick) % self.wheel_size,
             front,
         });
+        let empty = Bucket::empty(keep_capacity(self.wheel_size));
         self.buckets
-            .extend(std::iter::repeat_n(Bucket::EMPTY, self.wheel_size as usize));
+            .extend(std::iter::repeat_n(empty, self.wheel_size as usize));
     }
 
     /// The bucket an entry linked at `level` with `deadline` is in: Kafka's

@@ -369,6 +369,13 @@ impl<T> TimingWheel<T> {
         self.entries.capacity()
     }
 
+    /// Entries the buckets' arrays together have room for (for tests of
+    /// their shrinking).
+    #[cfg(test)]
+    pub(crate) fn bucket_capacity(&self) -> usize {
+        self.buckets.iter().map(Bucket::capacity).sum()
+    }
+
     /// Queues bucket `id` to be visited at `due`.
     fn offer(&mut self, due: u64, id: u32) {
         self.earliest_offered = self.earliest_offered.min(due);
@@ -406,7 +413,7 @@ impl<T> TimingWheel<T> {
         let mut tasks = Vec::with_capacity(self.entries.len());
         self.entries.drain(|task| tasks.push(task));
         for bucket in &mut self.buckets {
-            *bucket = Bucket::EMPTY;
+            bucket.clear();
         }
         self.flushing = None;
         self.paused.clear();

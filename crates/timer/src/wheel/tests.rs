@@ -415,6 +415,30 @@ fn a_burst_under_a_paused_final_pass_starts_out_with_the_first_chunk() {
 // ---- Memory: an emptied wheel gives its arena back.
 
 #[test]
+fn a_wide_wheel_keeps_little_room_in_its_buckets_once_a_peak_is_gone() {
+    // 32 tasks in each of 4,095 level-0 buckets: every array grows to 32
+    // entries, more than a 4,096-bucket level keeps room for each.
+    const SIZE: u64 = 4096;
+    const PER_BUCKET: u64 = 32;
+    let keep = crate::bucket::keep_capacity(SIZE) as usize;
+    assert!(keep < PER_BUCKET as usize);
+    let mut wheel = TimingWheel::new(1, SIZE as usize, 0).unwrap();
+    for deadline in 1..SIZE {
+        for _ in 0..PER_BUCKET {
+            schedule(&mut wheel, deadline, deadline);
+        }
+    }
+    assert!(wheel.bucket_capacity() >= ((SIZE - 1) * PER_BUCKET) as usize);
+    let fired = run_until(&mut wheel, SIZE);
+    assert_eq!(fired.len() as u64, (SIZE - 1) * PER_BUCKET);
+    assert!(
+        wheel.bucket_capacity() <= (SIZE - 1) as usize * keep,
+        "{} entries of room kept",
+        wheel.bucket_capacity()
+    );
+}
+
+#[test]
 fn a_wheel_emptied_by_expiry_or_cancel_frees_its_arena_and_keeps_working() {
     use crate::entries::KEEP_SLOTS;
     let n = 2 * KEEP_SLOTS as u64;
