@@ -89,8 +89,10 @@ pub const COLUMNS: &[(&str, &str)] = &[
     ("rounds", "rounds"),
 ];
 
-/// How long past a phase's last deadline the run waits for its expiries.
-const GIVE_UP: Duration = Duration::from_secs(120);
+/// How long the run waits for a phase to end: for expiries, past the
+/// phase's last deadline; otherwise from when the wait starts. A phase that
+/// has not ended by then fails the count checks rather than hang the run.
+pub(super) const GIVE_UP: Duration = Duration::from_secs(120);
 
 /// Phase D's deadline, from the start of its fill: twice phase A's fill
 /// time plus 100 ms, so that the fill ends before it.

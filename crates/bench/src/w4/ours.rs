@@ -5,7 +5,7 @@
 //! 20 buckets, reaper running, `ShutdownPolicy::Drop`.
 
 use super::phase::{draw_keys, key_count, Phase, LONG_TIMEOUT_NS};
-use super::{Memory, W4Params, W4Result};
+use super::{Memory, W4Params, W4Result, GIVE_UP};
 use crate::measure::rss;
 use crate::progress::{wait_for, Progress};
 use purgatory::{DelayedOperation, Operation, Purgatory};
@@ -90,12 +90,9 @@ pub fn run(params: &W4Params, progress: &mut Progress) -> Result<W4Result, Strin
     for key in 0..key_count(n * per_op, params.keys) as u64 {
         purgatory.check_and_complete(&key);
     }
-    wait_for(
-        n,
-        Instant::now() + Duration::from_secs(60),
-        progress,
-        || Phase::count(&a.completed),
-    );
+    wait_for(n, Instant::now() + GIVE_UP, progress, || {
+        Phase::count(&a.completed)
+    });
     result.check = t.elapsed();
     result.completed = Phase::count(&a.completed);
     result.watched_after = purgatory.watched();

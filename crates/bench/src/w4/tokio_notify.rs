@@ -9,11 +9,11 @@
 //! purgatory builds its watch lists there.
 
 use super::phase::{draw_keys, key_count, Phase, LONG_TIMEOUT_NS};
-use super::{Memory, W4Params, W4Result};
+use super::{Memory, W4Params, W4Result, GIVE_UP};
 use crate::peers::tokio_notify::{watch_one, Outcome};
 use crate::progress::{wait_for, Progress};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use tokio::runtime::Runtime;
 use tokio::sync::Notify;
 
@@ -72,7 +72,6 @@ pub fn run(params: &W4Params, progress: &mut Progress) -> Result<W4Result, Strin
         .map_err(|err| format!("cannot start the tokio runtime: {err}"))?;
     let mut result = W4Result::new("tokio_notify", params);
     let mut memory = Memory::baseline();
-    let long = Instant::now() + Duration::from_secs(600);
 
     progress.phase("A fill", n as u64);
     let t = Instant::now();
@@ -82,7 +81,9 @@ pub fn run(params: &W4Params, progress: &mut Progress) -> Result<W4Result, Strin
             .collect::<Box<[Notify]>>(),
     );
     fill(&rt, table, a, &keys, progress, |_| LONG_TIMEOUT_NS);
-    wait_for(n, long, progress, || Phase::count(&a.started));
+    wait_for(n, Instant::now() + GIVE_UP, progress, || {
+        Phase::count(&a.started)
+    });
     result.watch = t.elapsed();
     memory.filled();
 
@@ -92,7 +93,9 @@ pub fn run(params: &W4Params, progress: &mut Progress) -> Result<W4Result, Strin
     for key in table {
         key.notify_waiters();
     }
-    wait_for(n, long, progress, || Phase::count(&a.completed));
+    wait_for(n, Instant::now() + GIVE_UP, progress, || {
+        Phase::count(&a.completed)
+    });
     result.check = t.elapsed();
     result.completed = Phase::count(&a.completed);
     // A task still waiting is both watched and armed.
@@ -109,7 +112,9 @@ pub fn run(params: &W4Params, progress: &mut Progress) -> Result<W4Result, Strin
 
     progress.phase("E shutdown", n as u64);
     fill(&rt, table, e, &keys, progress, |_| LONG_TIMEOUT_NS);
-    wait_for(n, long, progress, || Phase::count(&e.started));
+    wait_for(n, Instant::now() + GIVE_UP, progress, || {
+        Phase::count(&e.started)
+    });
     let t = Instant::now();
     drop(rt);
     result.shutdown = t.elapsed();
