@@ -8,7 +8,7 @@ fn merge_rule(field: &str) -> MergeRule {
     match field {
         // Counts that must be zero: the worst round.
         "early" | "bad" | "missing" | "pending" | "double" | "rejected" | "watched_after"
-        | "delayed_after" => MergeRule::Max,
+        | "delayed_after" | "burst_filled_late" => MergeRule::Max,
         "fired" => MergeRule::Min,
         _ => MergeRule::Median,
     }

@@ -103,29 +103,35 @@ fn burst_margin_ns(fill: Duration) -> u64 {
 /// Phases C and D on an implementation whose `fill(phase, progress,
 /// timeout_ns)` watches `pending` operations of `phase`, operation by
 /// operation with the timeout `timeout_ns(now_ns)`, and returns how many it
-/// refused; `watch` is phase A's time. Returns the refused count.
+/// refused. Adds the refused to `result.bad`, and counts in
+/// `result.burst_filled_late` the operations of D watched at or after its
+/// deadline (given a timeout of 1 ns: a burst that did not start whole).
 fn expiry_and_burst(
     params: &W4Params,
     [c, d]: [&'static Phase; 2],
-    watch: Duration,
+    result: &mut W4Result,
     progress: &mut Progress,
     mut fill: impl FnMut(&'static Phase, &mut Progress, &dyn Fn(u64) -> u64) -> u64,
-) -> u64 {
+) {
     let n = params.pending;
     progress.phase("C expiry", n as u64);
     let timeout_ns = params.timeout_ms * 1_000_000;
-    let mut bad = fill(c, progress, &|_| timeout_ns);
+    result.bad += fill(c, progress, &|_| timeout_ns);
     progress.phase("C wait for expirations", n as u64);
     let give_up = Instant::now() + Duration::from_nanos(timeout_ns) + GIVE_UP;
     wait_for(n, give_up, progress, || Phase::count(&c.expired));
 
     progress.phase("D burst", n as u64);
-    let deadline_ns = d.now_ns() + burst_margin_ns(watch);
-    bad += fill(d, progress, &|now| deadline_ns.saturating_sub(now).max(1));
+    let deadline_ns = d.now_ns() + burst_margin_ns(result.watch);
+    let late = std::cell::Cell::new(0);
+    result.bad += fill(d, progress, &|now| {
+        late.set(late.get() + u64::from(now >= deadline_ns));
+        deadline_ns.saturating_sub(now).max(1)
+    });
+    result.burst_filled_late = late.get();
     progress.phase("D wait for expirations", n as u64);
     let give_up = d.instant_at(deadline_ns) + GIVE_UP;
     wait_for(n, give_up, progress, || Phase::count(&d.expired));
-    bad
 }
 
 /// W4's parameters.
@@ -217,6 +223,9 @@ pub struct W4Result {
     pub expiry: (usize, [Option<f64>; 3]),
     /// Phase D's expirations, first / p99 / last lateness (ms).
     pub burst: (usize, [Option<f64>; 3]),
+    /// Phase D's operations watched at or after its deadline (none
+    /// expected: the deadline leaves twice phase A's time for the fill).
+    pub burst_filled_late: u64,
     /// Early expirations in C and D.
     pub early: u64,
     /// Phase E's shutdown time.
@@ -239,6 +248,7 @@ impl W4Result {
             bad: 0,
             expiry: (0, [None; 3]),
             burst: (0, [None; 3]),
+            burst_filled_late: 0,
             early: 0,
             shutdown: Duration::ZERO,
             shutdown_pending: 0,
@@ -295,6 +305,7 @@ impl W4Result {
             .with("burst_first_ms", self.burst.1[0])
             .with("burst_late_p99_ms", self.burst.1[1])
             .with("burst_drain_ms", self.burst.1[2])
+            .with("burst_filled_late", self.burst_filled_late)
             .with("shutdown_ms", self.shutdown.as_secs_f64() * 1e3)
             .with("shutdown_pending", self.shutdown_pending)
             .with("completed", self.completed)
@@ -325,7 +336,8 @@ pub fn run(
 
 /// Whether one W4 record's counts are exact: every operation completed
 /// once in B and expired once in C and once in D, none early, nothing
-/// watched or armed after B, every one pending at the shutdown in E.
+/// watched or armed after B, none of D watched after its deadline, every
+/// one pending at the shutdown in E.
 pub fn counts_exact(r: &Record) -> bool {
     let f = |k: &str| r.num(k).unwrap_or(f64::NAN);
     let n = f("pending");
@@ -338,6 +350,7 @@ pub fn counts_exact(r: &Record) -> bool {
         && f("watched_after") == 0.0
         && f("delayed_after") == 0.0
         && f("bad") == 0.0
+        && f("burst_filled_late") == 0.0
 }
 
 /// W4's targets (issue 14): exact counts in every row (every operation
@@ -353,13 +366,14 @@ pub fn targets(records: &[Record]) -> Vec<TargetCheck> {
         let n = f("pending");
         let (completed, expired, early) = (f("completed"), f("expired"), f("early"));
         let (watched, delayed, bad) = (f("watched_after"), f("delayed_after"), f("bad"));
+        let late_fill = f("burst_filled_late");
         let (c, d, e) = (f("expired_c"), f("expired_d"), f("shutdown_pending"));
         let (every, note) = crate::exact_in_every_round(r);
         checks.push(TargetCheck::new(
             format!(
                 "{name}: completed {completed} of {n}, expired {expired} of {} ({c} in C, {d} in D), \
                  early {early}, watched {watched} and delayed {delayed} after B, bad {bad}, \
-                 pending at shutdown {e}{note}",
+                 D watched after its deadline {late_fill}, pending at shutdown {e}{note}",
                 2.0 * n
             ),
             counts_exact(r) && every,
@@ -457,6 +471,7 @@ mod tests {
             ("expired_c", 1_999u64),
             ("expired_d", 2_001),
             ("shutdown_pending", 1_999),
+            ("burst_filled_late", 1),
         ] {
             let off = rec.clone().with(field, value);
             assert!(!counts_exact(&off), "{field}");
@@ -466,6 +481,47 @@ mod tests {
         let check = &targets(&[merged])[0];
         assert_eq!(check.met, Some(false));
         assert!(check.description.ends_with(" (exact in 2 of 3 rounds)"));
+    }
+
+    /// A burst whose fill runs past its deadline is counted: its figures
+    /// would measure tasks given 1 ns, not one shared deadline.
+    #[test]
+    fn operations_of_d_watched_after_its_deadline_are_counted() {
+        let params = W4Params {
+            pending: 3,
+            ..tiny()
+        };
+        let origin = Instant::now();
+        let phases = [Phase::leak(origin), Phase::leak(origin)];
+        let mut result = W4Result::new("fake", &params);
+        let mut fills = 0;
+        // Expires each operation at once, as if filled at `now`: C's on
+        // time, then D's first at its start and the other two past its
+        // deadline.
+        expiry_and_burst(
+            &params,
+            phases,
+            &mut result,
+            &mut Progress::quiet(),
+            |p, _, t| {
+                fills += 1;
+                for i in 0..3u64 {
+                    let now = match (fills, i) {
+                        (2, 1..) => u64::MAX / 2 + i,
+                        _ => p.now_ns(),
+                    };
+                    assert!(t(now) >= 1);
+                    p.complete();
+                    p.expire(p.now_ns());
+                }
+                0
+            },
+        );
+        assert_eq!(fills, 2);
+        assert_eq!(result.burst_filled_late, 2);
+        let rec = result.to_record();
+        assert_eq!(rec.num("burst_filled_late"), Some(2.0));
+        assert!(!counts_exact(&rec));
     }
 
     #[test]

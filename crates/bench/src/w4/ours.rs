@@ -102,7 +102,7 @@ pub fn run(params: &W4Params, progress: &mut Progress) -> Result<W4Result, Strin
     memory.trimmed();
     result.memory = memory;
 
-    result.bad += super::expiry_and_burst(params, [c, d], result.watch, progress, |p, pr, t| {
+    super::expiry_and_burst(params, [c, d], &mut result, progress, |p, pr, t| {
         fill(&purgatory, p, &keys, per_op, pr, t)
     });
 

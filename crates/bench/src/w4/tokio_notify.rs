@@ -105,7 +105,7 @@ pub fn run(params: &W4Params, progress: &mut Progress) -> Result<W4Result, Strin
     memory.trimmed();
     result.memory = memory;
 
-    super::expiry_and_burst(params, [c, d], result.watch, progress, |p, pr, t| {
+    super::expiry_and_burst(params, [c, d], &mut result, progress, |p, pr, t| {
         fill(&rt, table, p, &keys, pr, t);
         0
     });
