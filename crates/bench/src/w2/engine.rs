@@ -32,7 +32,8 @@ pub(crate) trait Engine: Sync {
     fn watch(&self, due_ms: u64, keep: bool) -> Watched<Self::Handle>;
     /// Completes a request by force; whether this call completed it.
     fn force(&self, handle: &Self::Handle) -> bool;
-    /// Whether a request is complete.
+    /// Whether a request is complete, or bound to complete without another
+    /// check (the completion thread stops checking its keys then).
     fn is_completed(&self, handle: &Self::Handle) -> bool;
     /// The number of keys every request watches.
     fn keys(&self) -> usize;

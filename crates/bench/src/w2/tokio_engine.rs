@@ -4,7 +4,10 @@
 //! `sleep_until(creation + timeout)`. A check is the key's
 //! `notify_waiters()`: every request waiting on it wakes and checks its
 //! due time. Completions happen on the runtime's workers, after the
-//! completion thread's call returns, so they are counted from the tasks.
+//! completion thread's call returns, so they are counted from the tasks;
+//! a request due by the clock of the last check counts as completed for
+//! the completion thread, which therefore checks its other keys only if
+//! it is not (as it does for a purgatory whose check completes at once).
 
 use super::engine::{Engine, Watched};
 use super::op::Ctx;
@@ -21,6 +24,7 @@ use tokio::sync::Notify;
 pub(crate) struct Request {
     force: Notify,
     done: AtomicBool,
+    due_ms: u64,
 }
 
 /// The runtime, the keys' `Notify`s and the count of waiting tasks.
@@ -31,6 +35,10 @@ pub(crate) struct TokioEngine {
     keys: &'static [&'static Notify],
     timeout: Duration,
     waiting: &'static AtomicU64,
+    /// The published clock when the last check began: a request waiting
+    /// then, or registering later, and due by it is bound to complete (it
+    /// checks its due time once woken, or after registering).
+    checked_ms: AtomicU64,
 }
 
 impl TokioEngine {
@@ -56,6 +64,7 @@ impl TokioEngine {
             keys: Box::leak(keys.into_boxed_slice()),
             timeout: ctx.timeout(),
             waiting: Box::leak(Box::default()),
+            checked_ms: AtomicU64::new(0),
         })
     }
 }
@@ -65,7 +74,10 @@ impl Engine for TokioEngine {
     const COUNTS_COMPLETIONS: bool = false;
 
     fn watch(&self, due_ms: u64, keep: bool) -> Watched<Arc<Request>> {
-        let request = Arc::new(Request::default());
+        let request = Arc::new(Request {
+            due_ms,
+            ..Request::default()
+        });
         let handle = keep.then(|| request.clone());
         let (ctx, keys, waiting) = (self.ctx, self.keys, self.waiting);
         let deadline = tokio::time::Instant::now() + self.timeout;
@@ -90,6 +102,7 @@ impl Engine for TokioEngine {
 
     fn is_completed(&self, handle: &Arc<Request>) -> bool {
         handle.done.load(Ordering::Acquire)
+            || handle.due_ms <= self.checked_ms.load(Ordering::Relaxed)
     }
 
     fn keys(&self) -> usize {
@@ -97,6 +110,9 @@ impl Engine for TokioEngine {
     }
 
     fn check(&self, key: usize) -> usize {
+        // Only the completion thread checks: a plain store keeps the latest.
+        self.checked_ms
+            .store(self.ctx.published_ms(), Ordering::Relaxed);
         self.keys[key].notify_waiters();
         0
     }
