@@ -39,7 +39,8 @@ use timer::internal::{discard_panic, panic_message};
 use crate::sync::{AtomicU8, Mutex, Ordering};
 
 /// How an operation left the purgatory (see the crate docs, "The life of
-/// an operation").
+/// an operation"). Non-exhaustive so that a way of leaving can be told
+/// apart later without breaking a `match`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Outcome {
@@ -78,6 +79,24 @@ const LATE: u8 = 32;
 const LEAVING: u8 = WATCHED | CANCELLED;
 
 impl Outcome {
+    /// The outcome's name in lower case (`"completed"`, `"expired"`,
+    /// `"cancelled"`), as its `Display` writes it: for a metric's label or
+    /// a log line.
+    ///
+    /// ```
+    /// use purgatory::Outcome;
+    ///
+    /// assert_eq!(Outcome::Expired.as_str(), "expired");
+    /// assert_eq!(Outcome::Cancelled.to_string(), "cancelled");
+    /// ```
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Completed => "completed",
+            Outcome::Expired => "expired",
+            Outcome::Cancelled => "cancelled",
+        }
+    }
+
     fn bits(self) -> u8 {
         match self {
             Outcome::Completed => COMPLETED,
@@ -96,6 +115,12 @@ impl Outcome {
         } else {
             None
         }
+    }
+}
+
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
