@@ -7,16 +7,17 @@
 //!
 //! Each request handler is a tokio task: it appends to one to three
 //! partitions, watches a delayed produce (`acks=-1`) in the purgatory under
-//! those partitions and `.await`s its [`Operation::completion`]. A follower
-//! task advances the partitions' high watermarks every few milliseconds and
-//! calls `check_and_complete` for each partition that moved. One partition's
+//! those partitions and `.await`s its completion
+//! ([`Purgatory::cancel_on_drop`]). A follower task advances the
+//! partitions' high watermarks every few milliseconds and calls
+//! `check_and_complete` for each partition that moved. One partition's
 //! follower lags behind the produce timeout, so requests touching it time
-//! out; some clients disconnect while they wait, and their connection task
-//! cancels the request with [`Purgatory::cancel`]. At the end it prints how
+//! out; some clients disconnect while they wait: their handler stops
+//! awaiting, and dropping the completion cancels the request. At the end it prints how
 //! many requests ended each way and the latency percentiles, and exits 0
 //! only when every request resolved (and the purgatory's counts agree).
 //!
-//! The purgatory crate depends on no async runtime: `completion()` is a
+//! The purgatory crate depends on no async runtime: the completion is a
 //! plain `Future` woken by the purgatory call that ends the operation.
 //!
 //! It takes no parameters: any argument but `--help` is refused with exit
@@ -140,17 +141,17 @@ async fn handle_produce(
     purgatory
         .try_complete_else_watch(op.clone(), partitions)
         .expect("the purgatory is running");
-    let done = op.completion();
-    if let Some(after) = disconnect_after {
-        // The connection task: when the client goes away, the request is
-        // cancelled (no response to send).
-        let (purgatory, op) = (purgatory.clone(), op.clone());
-        tokio::spawn(async move {
-            tokio::time::sleep(after).await;
-            purgatory.cancel(&op);
-        });
-    }
-    let outcome = done.await;
+    let done = purgatory.cancel_on_drop(&op);
+    let outcome = match disconnect_after {
+        None => done.await,
+        // The client goes away after `after` (its connection's read would
+        // say so): the handler stops awaiting, and dropping `done` cancels
+        // the request unless it had just ended; its outcome says which.
+        Some(after) => match tokio::time::timeout(after, done).await {
+            Ok(outcome) => outcome,
+            Err(_gone) => op.completion().await,
+        },
+    };
     Answer {
         outcome,
         latency: start.elapsed(),

@@ -218,6 +218,7 @@
 #![deny(unsafe_code)]
 
 mod builder;
+mod cancel_on_drop;
 mod error;
 mod home;
 mod key_eq;
@@ -236,6 +237,7 @@ mod sync;
 mod watch;
 
 pub use crate::builder::{PurgatoryBuilder, ShutdownPolicy};
+pub use crate::cancel_on_drop::CancelOnDrop;
 pub use crate::error::PurgatoryError;
 pub use crate::operation::{DelayedOperation, Operation};
 pub use crate::oplock::{new_operation_lock, OperationGuard, OperationLock};

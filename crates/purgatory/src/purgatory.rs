@@ -37,6 +37,7 @@ use timer::internal::{discard_panic, panic_message};
 use timer::{ConfigError, Reaper, ShutdownError};
 
 use crate::builder::{PurgatoryBuilder, ShutdownPolicy};
+use crate::cancel_on_drop::{self, CancelOnDrop};
 use crate::error::PurgatoryError;
 use crate::home::Home;
 use crate::key_eq;
@@ -710,16 +711,18 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
     /// assert_eq!((purgatory.watched(), purgatory.delayed()), (0, 0));
     /// ```
     pub fn cancel(&self, op: &Operation<Op>) -> bool {
-        key_eq::not_from_key_eq("cancel");
-        let released = {
-            let _guard = op.0.lock();
-            op.0.cancel(self.home.addr())
-        };
-        let cancelled = released.is_some();
-        if let Some(released) = released {
-            let_go(released);
-        }
-        cancelled
+        cancel_on_drop::cancel(&self.home, op, "cancel")
+    }
+
+    /// The [`completion`](Operation::completion) of `op`, as a future that
+    /// [cancels](Self::cancel) `op` here when dropped before it resolved:
+    /// what an async request handler awaits, so that a client that went
+    /// away (its task aborted, or another branch of a `select!` taken)
+    /// does not leave its request parked until the timeout. Take it as
+    /// [`Operation::completion`] says (before the first watch, or once a
+    /// later watch is accepted). See [`CancelOnDrop`] for an example.
+    pub fn cancel_on_drop(&self, op: &Operation<Op>) -> CancelOnDrop<Op> {
+        CancelOnDrop::new(&self.home, op)
     }
 
     /// Stops watching `key`: returns the operations watched under it that

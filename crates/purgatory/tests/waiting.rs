@@ -387,3 +387,153 @@ fn waiters_of_an_operation_completed_from_a_callback_wake_after_it_is_dropped() 
     assert_eq!(p.try_complete_else_watch(outer, [1]), Ok(true));
     assert_eq!(*sees.at_wake.lock().unwrap(), Some(true));
 }
+
+// ---- CancelOnDrop: a handler's completion that cancels when dropped unresolved.
+
+/// Never completes on its own; counts its completions.
+#[derive(Default)]
+struct Parked {
+    ready: AtomicBool,
+    completions: AtomicUsize,
+}
+
+impl DelayedOperation for Parked {
+    fn timeout(&self) -> Duration {
+        Duration::from_secs(30)
+    }
+    fn try_complete(&self) -> bool {
+        self.ready.load(Ordering::Acquire)
+    }
+    fn on_complete(&self) {
+        self.completions.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+fn poll_guard(g: &mut purgatory::CancelOnDrop<Parked>) -> Poll<Outcome> {
+    let waker = Waker::from(Arc::new(CountWakes::default()));
+    Pin::new(g).poll(&mut Context::from_waker(&waker))
+}
+
+#[test]
+fn a_dropped_unresolved_guard_cancels_its_operation_and_wakes_its_other_waiters() {
+    fn send_static<T: Send + 'static>(_: &T) {}
+    let (_clock, p) = purgatory::<Parked>();
+    let op = Operation::new(Parked::default());
+    let mut guard = p.cancel_on_drop(&op);
+    send_static(&guard);
+    let mut other = op.completion();
+    let wakes = Arc::new(CountWakes::default());
+    assert_eq!(p.try_complete_else_watch(op.clone(), [1, 2]), Ok(false));
+    assert!(poll_guard(&mut guard).is_pending());
+    assert!(poll_with(&mut other, &wakes).is_pending());
+    drop(guard);
+    assert_eq!(op.outcome(), Some(Outcome::Cancelled));
+    assert_eq!(wakes.0.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        poll_with(&mut other, &wakes),
+        Poll::Ready(Outcome::Cancelled)
+    );
+    assert_eq!((p.watched(), p.delayed(), p.stats().cancelled), (0, 0, 1));
+    assert_eq!(op.completions.load(Ordering::Relaxed), 0);
+    // It may be watched again, and a new guard is needed for that stay.
+    assert_eq!(p.try_complete_else_watch(op.clone(), [3]), Ok(false));
+    assert!(op.is_watched());
+}
+
+#[test]
+fn a_resolved_or_disarmed_guard_cancels_nothing() {
+    let (_clock, p) = purgatory::<Parked>();
+    // Resolved: the completion is kept, and dropping changes nothing.
+    let op = Operation::new(Parked::default());
+    let mut guard = p.cancel_on_drop(&op);
+    assert_eq!(p.try_complete_else_watch(op.clone(), [1]), Ok(false));
+    assert!(op.force_complete());
+    assert_eq!(poll_guard(&mut guard), Poll::Ready(Outcome::Completed));
+    drop(guard);
+    assert_eq!(op.outcome(), Some(Outcome::Completed));
+    assert_eq!(p.stats().cancelled, 0);
+
+    // Disarmed: the plain completion waits on, and the operation stays.
+    let op = Operation::new(Parked::default());
+    let guard = p.cancel_on_drop(&op);
+    assert_eq!(p.try_complete_else_watch(op.clone(), [1]), Ok(false));
+    let mut done = guard.disarm();
+    let wakes = Arc::new(CountWakes::default());
+    assert!(poll_with(&mut done, &wakes).is_pending());
+    assert!(op.is_watched());
+    op.ready.store(true, Ordering::Release);
+    assert_eq!(p.check_and_complete(&1), 1);
+    assert_eq!(
+        poll_with(&mut done, &wakes),
+        Poll::Ready(Outcome::Completed)
+    );
+    assert_eq!((p.stats().completed, p.stats().cancelled), (2, 0));
+}
+
+#[test]
+fn a_guard_leaves_alone_what_is_not_watched_by_its_purgatory() {
+    let (_clock, p) = purgatory::<Parked>();
+    let (_clock2, q) = purgatory::<Parked>();
+    // Watched by another purgatory: stays there.
+    let op = Operation::new(Parked::default());
+    drop(p.cancel_on_drop(&op));
+    assert_eq!(q.try_complete_else_watch(op.clone(), [1]), Ok(false));
+    drop(p.cancel_on_drop(&op));
+    assert!(op.is_watched());
+    assert_eq!((q.watched(), q.stats().cancelled), (1, 0));
+    // Its watch refused: nothing to cancel, no panic.
+    let refused = Operation::new(Parked::default());
+    let guard = p.cancel_on_drop(&refused);
+    assert!(p
+        .try_complete_else_watch(refused.clone(), [1u32; 0])
+        .is_err());
+    drop(guard);
+    assert_eq!(p.stats().cancelled, 0);
+    // Outliving its purgatory: the shutdown ended the stay; it resolves
+    // to that, and dropping it finds nothing.
+    let op = Operation::new(Parked::default());
+    let mut guard = q.cancel_on_drop(&op);
+    assert_eq!(q.try_complete_else_watch(op.clone(), [1]), Ok(false));
+    drop(q);
+    assert_eq!(poll_guard(&mut guard), Poll::Ready(Outcome::Cancelled));
+    let unresolved = p.cancel_on_drop(&Operation::new(Parked::default()));
+    drop(p);
+    drop(unresolved);
+}
+
+/// A guard dropped while other threads check the operation's key: the
+/// operation ends exactly once, either completed (its callback ran once) or
+/// cancelled (no callback).
+#[test]
+fn a_guard_dropped_while_checks_race_ends_its_operation_once() {
+    let (_clock, p) = purgatory::<Parked>();
+    let p = Arc::new(p);
+    let mut ended = [0usize; 2];
+    for round in 0..200u32 {
+        let op = Operation::new(Parked::default());
+        let guard = p.cancel_on_drop(&op);
+        assert_eq!(p.try_complete_else_watch(op.clone(), [round]), Ok(false));
+        op.ready.store(true, Ordering::Release);
+        let start = Arc::new(std::sync::Barrier::new(2));
+        let checker = {
+            let (p, start) = (p.clone(), start.clone());
+            thread::spawn(move || {
+                start.wait();
+                p.check_and_complete(&round)
+            })
+        };
+        start.wait();
+        drop(guard);
+        let checked = checker.join().unwrap();
+        let completions = op.completions.load(Ordering::Relaxed);
+        match op.outcome() {
+            Some(Outcome::Completed) => assert_eq!((checked, completions), (1, 1)),
+            Some(Outcome::Cancelled) => assert_eq!((checked, completions), (0, 0)),
+            other => panic!("round {round}: {other:?}"),
+        }
+        ended[usize::from(op.outcome() == Some(Outcome::Cancelled))] += 1;
+    }
+    let stats = p.stats();
+    assert_eq!(stats.completed + stats.cancelled, 200, "{ended:?}");
+    assert_eq!((p.watched(), p.delayed()), (0, 0));
+}

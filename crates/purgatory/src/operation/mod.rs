@@ -481,10 +481,15 @@ impl<Op: DelayedOperation> Operation<Op> {
     /// once. The first call allocates the operation's list of waiters; an
     /// operation nobody awaits pays nothing.
     ///
-    /// If the operation is dropped outside a stay (never watched, or its
-    /// watch refused with an error), the future resolves to
-    /// [`Outcome::Cancelled`]: it can no longer be watched, and no callback
-    /// ran.
+    /// Outside a stay (never watched, or its watch refused with an error),
+    /// it resolves to [`Outcome::Completed`] when the operation is
+    /// [forced](Self::force_complete), and to [`Outcome::Cancelled`] when
+    /// it is dropped: it can no longer be watched, and no callback ran.
+    ///
+    /// To cancel the operation when the waiting side goes away (a request
+    /// handler's task aborted), await
+    /// [`Purgatory::cancel_on_drop`](crate::Purgatory::cancel_on_drop)
+    /// instead.
     pub fn completion(&self) -> Completion {
         if let Some(outcome) = self.outcome() {
             return Completion::ready(outcome);

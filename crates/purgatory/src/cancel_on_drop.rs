@@ -1,0 +1,139 @@
+//! [`CancelOnDrop`]: an operation's completion that cancels the operation
+//! when the awaiting side goes away first (see
+//! [`Purgatory::cancel_on_drop`]).
+//!
+//! It holds the purgatory's home weakly: a guard outliving its purgatory
+//! keeps none of it alive, and finds nothing to cancel (the shutdown has
+//! already ended every stay). Cancelling goes the way of
+//! [`Purgatory::cancel`]: under the operation's lock, only if the operation
+//! is watched by that purgatory.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Weak};
+use std::task::{Context, Poll};
+
+use crate::home::Home;
+use crate::key_eq;
+use crate::operation::{DelayedOperation, Operation};
+use crate::outcome::{Completion, Outcome};
+use crate::release::let_go;
+
+#[cfg(doc)]
+use crate::Purgatory;
+
+/// A future resolving to the [`Outcome`] of an operation's stay, like
+/// [`Completion`], that cancels the operation when dropped before it
+/// resolved: what a request handler awaits, so that a client that went
+/// away (its task aborted, or the other branch of a `select!` taken) does
+/// not leave its request parked until the timeout. Made by
+/// [`Purgatory::cancel_on_drop`].
+///
+/// Dropped unresolved, it cancels the operation as
+/// [`Purgatory::cancel`] does (no callback runs, its waiters get
+/// [`Outcome::Cancelled`]) if the operation is still watched by that
+/// purgatory; otherwise it does nothing. Once it has resolved, or after
+/// [`disarm`](Self::disarm), dropping it cancels nothing.
+///
+/// Owned and `Send + 'static` (for an operation that is), so it can be
+/// moved into a spawned task. It keeps a handle to the operation until it
+/// resolves, and holds its purgatory weakly.
+///
+/// ```
+/// use std::time::Duration;
+/// use purgatory::{DelayedOperation, Operation, Outcome, Purgatory};
+///
+/// struct Fetch;
+/// impl DelayedOperation for Fetch {
+///     fn timeout(&self) -> Duration { Duration::from_secs(30) }
+///     fn try_complete(&self) -> bool { false }
+///     fn on_complete(&self) {}
+/// }
+///
+/// let purgatory = Purgatory::builder("fetch").reaper(false).build::<u32, Fetch>().unwrap();
+/// let op = Operation::new(Fetch);
+/// let done = purgatory.cancel_on_drop(&op);
+/// purgatory.try_complete_else_watch(op.clone(), [1, 2]).unwrap();
+/// // The handler's task is aborted while it awaits `done`.
+/// drop(done);
+/// assert_eq!(op.outcome(), Some(Outcome::Cancelled));
+/// assert_eq!((purgatory.watched(), purgatory.delayed()), (0, 0));
+/// ```
+#[must_use = "dropping it at once cancels the operation"]
+pub struct CancelOnDrop<Op: DelayedOperation> {
+    done: Completion,
+    /// What to cancel if dropped unresolved; `None` once resolved or
+    /// disarmed.
+    cancel: Option<(Weak<Home<Op>>, Operation<Op>)>,
+}
+
+impl<Op: DelayedOperation> CancelOnDrop<Op> {
+    pub(crate) fn new(home: &Arc<Home<Op>>, op: &Operation<Op>) -> Self {
+        CancelOnDrop {
+            done: op.completion(),
+            cancel: Some((Arc::downgrade(home), op.clone())),
+        }
+    }
+
+    /// The plain [`Completion`]: keeps waiting for the same outcome, but
+    /// dropping it no longer cancels the operation.
+    pub fn disarm(mut self) -> Completion {
+        self.cancel = None;
+        // `Completion` has a `Drop`, so it is moved out by a swap.
+        std::mem::replace(&mut self.done, Completion::ready(Outcome::Cancelled))
+    }
+}
+
+impl<Op: DelayedOperation> std::fmt::Debug for CancelOnDrop<Op> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CancelOnDrop")
+            .field("done", &self.done)
+            .field("armed", &self.cancel.is_some())
+            .finish()
+    }
+}
+
+impl<Op: DelayedOperation> Future for CancelOnDrop<Op> {
+    type Output = Outcome;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Outcome> {
+        let this = self.get_mut();
+        let outcome = Pin::new(&mut this.done).poll(cx);
+        if outcome.is_ready() {
+            // Nothing left to cancel: let go of the operation now rather
+            // than when the future is dropped.
+            this.cancel = None;
+        }
+        outcome
+    }
+}
+
+impl<Op: DelayedOperation> Drop for CancelOnDrop<Op> {
+    fn drop(&mut self) {
+        if let Some((home, op)) = self.cancel.take() {
+            if let Some(home) = home.upgrade() {
+                cancel(&home, &op, "dropping a CancelOnDrop");
+            }
+        }
+    }
+}
+
+/// Cancels `op` if it is watched by the purgatory of `home` (see
+/// [`Purgatory::cancel`]); `call` names the caller for the panic when a
+/// key's `Eq` made it.
+pub(crate) fn cancel<Op: DelayedOperation>(
+    home: &Arc<Home<Op>>,
+    op: &Operation<Op>,
+    call: &str,
+) -> bool {
+    key_eq::not_from_key_eq(call);
+    let released = {
+        let _guard = op.0.lock();
+        op.0.cancel(home.addr())
+    };
+    let cancelled = released.is_some();
+    if let Some(released) = released {
+        let_go(released);
+    }
+    cancelled
+}
