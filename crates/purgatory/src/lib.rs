@@ -58,7 +58,9 @@
 //!   cargo feature the two gauges are published through the `metrics`
 //!   facade, set by the reaper once per poll interval (and by `stats`,
 //!   `advance_clock` and `shutdown`), and each expiration and each
-//!   callback that panicked is counted.
+//!   callback that panicked is counted. A purgatory registers these with
+//!   the recorder installed when it is built (a purgatory built before the
+//!   recorder publishes nothing): install the recorder first.
 //! * No user callback runs while a purgatory lock is held, so callbacks may
 //!   call back into the purgatory. Panics in callbacks (and in an
 //!   operation's `Drop` when the purgatory lets go of it) are caught at the

@@ -453,6 +453,18 @@ fn a_resolved_or_disarmed_guard_cancels_nothing() {
     assert_eq!(op.outcome(), Some(Outcome::Completed));
     assert_eq!(p.stats().cancelled, 0);
 
+    // Resolved by another's cancel: the next stay is not its to cancel.
+    let op = Operation::new(Parked::default());
+    assert_eq!(p.try_complete_else_watch(op.clone(), [1]), Ok(false));
+    let mut guard = p.cancel_on_drop(&op);
+    assert!(p.cancel(&op));
+    assert_eq!(poll_guard(&mut guard), Poll::Ready(Outcome::Cancelled));
+    assert_eq!(p.try_complete_else_watch(op.clone(), [1]), Ok(false));
+    drop(guard);
+    assert!(op.is_watched());
+    assert_eq!(p.stats().cancelled, 1);
+    assert!(p.cancel(&op));
+
     // Disarmed: the plain completion waits on, and the operation stays.
     let op = Operation::new(Parked::default());
     let guard = p.cancel_on_drop(&op);
@@ -467,7 +479,7 @@ fn a_resolved_or_disarmed_guard_cancels_nothing() {
         poll_with(&mut done, &wakes),
         Poll::Ready(Outcome::Completed)
     );
-    assert_eq!((p.stats().completed, p.stats().cancelled), (2, 0));
+    assert_eq!((p.stats().completed, p.stats().cancelled), (2, 2));
 }
 
 #[test]
