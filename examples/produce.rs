@@ -18,7 +18,7 @@
 //!    `NOT_LEADER_OR_FOLLOWER`.
 
 use std::process::ExitCode;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use broker::{
@@ -33,6 +33,10 @@ struct Script {
     t: Timeline,
     timeout: Duration,
     record_bytes: u32,
+    /// Produce answers given inside a step, printed once the step's own
+    /// narration is (an answer comes from inside the follower fetch or
+    /// the clock move that completes the produce).
+    answers: Arc<Mutex<Vec<String>>>,
 }
 
 /// The script reads as a timeline: `s.at(ms)`, `s.say(..)`, `s.rm`.
@@ -44,8 +48,22 @@ impl std::ops::Deref for Script {
 }
 
 impl Script {
+    /// Moves virtual time to `ms`, expiring what is due, and prints the
+    /// answers that gave.
+    fn at(&self, ms: u64) {
+        self.t.at(ms);
+        self.print_answers();
+    }
+
+    fn print_answers(&self) {
+        for line in self.answers.lock().expect("no panic holds it").drain(..) {
+            outln!("{line}");
+        }
+    }
+
     fn produce(&self, name: &'static str, tps: &[&TopicPartition], records: usize) {
         let clock: Arc<dyn Clock> = Arc::clone(self.rm.clock());
+        let answers = Arc::clone(&self.answers);
         let entries = tps
             .iter()
             .map(|tp| ((*tp).clone(), Records::uniform(records, self.record_bytes)))
@@ -55,16 +73,18 @@ impl Script {
             Acks::All,
             entries,
             move |response: ProduceResponse| {
-                outln!("t={:>4} ms  {name} answered:", clock.now_ms());
+                let mut lines = answers.lock().expect("no panic holds it");
+                lines.push(format!("t={:>4} ms  {name} answered:", clock.now_ms()));
                 for (tp, r) in response {
                     let base = r.base_offset.map_or("-".to_string(), |o| o.to_string());
-                    outln!(
+                    lines.push(format!(
                         "            {tp:<9} {:<24} base offset {base}",
                         r.error.name()
-                    );
+                    ));
                 }
             },
         );
+        self.print_answers();
         if !answered_at_once {
             let p = self.rm.produce_purgatory();
             self.say(format!(
@@ -108,6 +128,7 @@ impl Script {
             "            -> {records}; {tp} high watermark {}",
             read.high_watermark
         );
+        self.print_answers();
         read.records.next_offset
     }
 }
@@ -130,6 +151,7 @@ fn main() -> ExitCode {
         t,
         timeout: Duration::from_millis(timeout),
         record_bytes: args.record_bytes_u32(),
+        answers: Arc::default(),
     };
     let [o0, o1, o2] = [&tps[0], &tps[1], &tps[2]];
     outln!("Partitions orders-0..2 led here, followers 1 and 2 in sync, min.insync.replicas 2.\n");
@@ -177,6 +199,7 @@ fn main() -> ExitCode {
     s.at(timeout + 60);
     s.say("orders-1's leadership moves to another broker");
     s.rm.set_partition_role(o1, PartitionRole::Follower);
+    s.print_answers();
 
     let p = s.rm.produce_purgatory();
     outln!(

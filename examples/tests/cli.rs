@@ -294,6 +294,15 @@ fn produce_and_fetch_scripts_follow_their_parameters() {
         "{stdout}"
     );
     assert!(stdout.contains("REQUEST_TIMED_OUT"), "{stdout}");
+    // An answer given inside a follower's fetch comes after that fetch's
+    // own result line.
+    assert!(
+        stdout.contains(
+            "            -> no new records; orders-2 high watermark 15\n\
+             t= 240 ms  produce #2 answered:\n"
+        ),
+        "{stdout}"
+    );
     assert!(
         stdout.contains("Produce purgatory at the end: watched 0, delayed 0."),
         "{stdout}"
