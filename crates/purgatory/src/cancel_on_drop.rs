@@ -16,7 +16,7 @@ use std::task::{Context, Poll};
 use crate::home::Home;
 use crate::key_eq;
 use crate::operation::{DelayedOperation, Operation};
-use crate::outcome::{Completion, Outcome};
+use crate::outcome::{Completion, Outcome, Signal};
 use crate::release::let_go;
 
 #[cfg(doc)]
@@ -32,8 +32,10 @@ use crate::Purgatory;
 /// Dropped unresolved, it cancels the operation as
 /// [`Purgatory::cancel`] does (no callback runs, its waiters get
 /// [`Outcome::Cancelled`]) if the operation is still watched by that
-/// purgatory; otherwise it does nothing. Once it has resolved, or after
-/// [`disarm`](Self::disarm), dropping it cancels nothing.
+/// purgatory, in the stay it waits for; otherwise it does nothing. Once
+/// that stay has ended (whether or not the future was polled since), or
+/// after [`disarm`](Self::disarm), dropping it cancels nothing: not a
+/// later stay of the operation watched again.
 ///
 /// Owned and `Send + 'static` (for an operation that is), so it can be
 /// moved into a spawned task. It keeps a handle to the operation until it
@@ -110,25 +112,35 @@ impl<Op: DelayedOperation> Future for CancelOnDrop<Op> {
 
 impl<Op: DelayedOperation> Drop for CancelOnDrop<Op> {
     fn drop(&mut self) {
-        if let Some((home, op)) = self.cancel.take() {
-            if let Some(home) = home.upgrade() {
-                cancel(&home, &op, "dropping a CancelOnDrop");
-            }
+        let Some((home, op)) = self.cancel.take() else {
+            return;
+        };
+        // Ready when made: the stay had already ended.
+        let Some(signal) = self.done.signal() else {
+            return;
+        };
+        if let Some(home) = home.upgrade() {
+            cancel(&home, &op, Some(signal), "dropping a CancelOnDrop");
         }
     }
 }
 
 /// Cancels `op` if it is watched by the purgatory of `home` (see
-/// [`Purgatory::cancel`]); `call` names the caller for the panic when a
-/// key's `Eq` made it.
+/// [`Purgatory::cancel`]), and, given a `stay`'s signal, only while that
+/// stay lasts: a guard whose stay ended unobserved leaves the next alone.
+/// `call` names the caller for the panic when a key's `Eq` made it.
 pub(crate) fn cancel<Op: DelayedOperation>(
     home: &Arc<Home<Op>>,
     op: &Operation<Op>,
+    stay: Option<&Arc<Signal>>,
     call: &str,
 ) -> bool {
     key_eq::not_from_key_eq(call);
     let released = {
         let _guard = op.0.lock();
+        if stay.is_some_and(|signal| !op.has_signal(signal)) {
+            return false;
+        }
         op.0.cancel(home.addr())
     };
     let cancelled = released.is_some();

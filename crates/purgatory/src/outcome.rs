@@ -415,6 +415,14 @@ impl Completion {
         }
     }
 
+    /// The signal of the stay it waits for, unless it was ready when made.
+    pub(crate) fn signal(&self) -> Option<&Arc<Signal>> {
+        match &self.state {
+            CompletionState::Ready(_) => None,
+            CompletionState::Waiting { signal, .. } => Some(signal),
+        }
+    }
+
     fn poll_with(&mut self, waker: &Waker) -> Poll<Outcome> {
         match &mut self.state {
             CompletionState::Ready(outcome) => Poll::Ready(*outcome),

@@ -711,7 +711,7 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
     /// assert_eq!((purgatory.watched(), purgatory.delayed()), (0, 0));
     /// ```
     pub fn cancel(&self, op: &Operation<Op>) -> bool {
-        cancel_on_drop::cancel(&self.home, op, "cancel")
+        cancel_on_drop::cancel(&self.home, op, None, "cancel")
     }
 
     /// The [`completion`](Operation::completion) of `op`, as a future that

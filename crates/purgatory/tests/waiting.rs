@@ -465,6 +465,18 @@ fn a_resolved_or_disarmed_guard_cancels_nothing() {
     assert_eq!(p.stats().cancelled, 1);
     assert!(p.cancel(&op));
 
+    // Its stay ended unobserved (never polled since): the next stay is
+    // not its to cancel either (review 45).
+    let op = Operation::new(Parked::default());
+    let guard = p.cancel_on_drop(&op);
+    assert_eq!(p.try_complete_else_watch(op.clone(), [1]), Ok(false));
+    assert_eq!(p.cancel_for_key(&1).len(), 1);
+    assert_eq!(p.try_complete_else_watch(op.clone(), [2]), Ok(false));
+    drop(guard);
+    assert!(op.is_watched());
+    assert!(p.cancel(&op));
+    assert_eq!(p.stats().cancelled, 4);
+
     // Disarmed: the plain completion waits on, and the operation stays.
     let op = Operation::new(Parked::default());
     let guard = p.cancel_on_drop(&op);
@@ -479,7 +491,7 @@ fn a_resolved_or_disarmed_guard_cancels_nothing() {
         poll_with(&mut done, &wakes),
         Poll::Ready(Outcome::Completed)
     );
-    assert_eq!((p.stats().completed, p.stats().cancelled), (2, 2));
+    assert_eq!((p.stats().completed, p.stats().cancelled), (2, 4));
 }
 
 #[test]

@@ -514,6 +514,17 @@ impl<Op: DelayedOperation> Operation<Op> {
         Completion::waiting(signal.clone())
     }
 
+    /// Whether `signal` belongs to the operation's current stay (or, before
+    /// the first watch, to the first): a stay that ends takes its signal
+    /// out of the links, under the operation lock, which the caller holds
+    /// so that the answer stays true.
+    pub(crate) fn has_signal(&self, signal: &Arc<Signal>) -> bool {
+        debug_assert!(self.0.is_locked_here());
+        let links = self.0.links();
+        let current = links.side.as_ref().and_then(|side| side.signal.as_ref());
+        current.is_some_and(|current| Arc::ptr_eq(current, signal))
+    }
+
     /// Blocks the calling thread until the operation leaves the purgatory
     /// (see [`completion`](Self::completion)) or `timeout` passes, whichever
     /// is first; returns the outcome, or `None` on timeout. On a thread
