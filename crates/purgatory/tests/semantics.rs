@@ -225,6 +225,62 @@ fn check_and_complete_scans_long_lists_in_chunks() {
     }
 }
 
+/// A check resumes its chunked scan after its shard gave its room back:
+/// every list of the shard freed between two chunks (here by a cancel from
+/// the first operation's `try_complete`; another thread could do the same)
+/// ends the scan, with no panic (review 45).
+#[test]
+fn a_chunked_check_ends_when_its_shard_freed_every_list_between_chunks() {
+    /// Cancels every key's operations when first tried, if `trigger`.
+    struct CancelAll {
+        trigger: bool,
+        purgatory: Arc<std::sync::OnceLock<Weak<Purgatory<u32, CancelAll>>>>,
+    }
+    impl DelayedOperation for CancelAll {
+        fn timeout(&self) -> Duration {
+            Duration::from_secs(3600)
+        }
+        fn try_complete(&self) -> bool {
+            if let Some(p) = self.purgatory.get().and_then(Weak::upgrade) {
+                if self.trigger {
+                    for k in 0..=KEYS {
+                        p.cancel_for_key(&k);
+                    }
+                }
+            }
+            false
+        }
+        fn on_complete(&self) {}
+    }
+    // More lists than a shard keeps room for (64) in each of two shards.
+    const KEYS: u32 = 300;
+    let cell = Arc::new(std::sync::OnceLock::new());
+    let p = Arc::new(
+        Purgatory::builder("room")
+            .clock(ManualClock::new())
+            .reaper(false)
+            .shards(2)
+            .build::<u32, CancelAll>()
+            .unwrap(),
+    );
+    let mk = |trigger| CancelAll {
+        trigger,
+        purgatory: cell.clone(),
+    };
+    // Key 0 holds 65 operations, two chunks; the first tried cancels all.
+    assert_eq!(p.try_complete_else_watch(mk(true), [0]), Ok(false));
+    for k in std::iter::repeat_n(0, 64).chain(1..=KEYS) {
+        assert_eq!(p.try_complete_else_watch(mk(false), [k]), Ok(false));
+    }
+    cell.set(Arc::downgrade(&p)).ok();
+    assert_eq!(p.check_and_complete(&0), 0);
+    assert_eq!((p.watched(), p.delayed()), (0, 0));
+    assert_eq!(p.stats().cancelled, 65 + KEYS as usize);
+    // The shard works on.
+    assert_eq!(p.try_complete_else_watch(mk(false), [0]), Ok(false));
+    assert_eq!(p.watched_on(&0), 1);
+}
+
 #[test]
 fn shared_lock_is_held_in_every_callback() {
     let (p, clock) = manual();

@@ -523,7 +523,9 @@ impl<K: WatchKey, Op: DelayedOperation, S: BuildHasher> WatchIndex<K, Op, S> {
                 }
             }
         };
-        let list = &shard.lists[cursor.list as usize];
+        // A shard that freed every list since the last chunk has given its
+        // room back: the id may be past the end.
+        let list = shard.lists.get(cursor.list as usize)?;
         if list.key.is_none() || list.generation != cursor.generation || !list.in_table {
             // Emptied or cancelled since the last chunk.
             return None;
