@@ -593,7 +593,7 @@ mod tests {
 /// and mutex, see `crate::sync`); the operation lock and a watch list are
 /// modelled by plain mutexes.
 #[cfg(all(test, loom))]
-mod loom_models {
+pub(crate) mod loom_models {
     use super::*;
     use crate::sync::AtomicBool;
     use crate::sync::AtomicUsize;
@@ -611,7 +611,7 @@ mod loom_models {
 
     /// Polls `completion` until ready, blocking between polls: a wake-up
     /// that never comes is a deadlock, which loom reports.
-    fn block_on(mut completion: Completion) -> Outcome {
+    pub(crate) fn block_on(mut completion: Completion) -> Outcome {
         let wakeup = Arc::new(Wakeup(Notify::new()));
         let waker = Waker::from(wakeup.clone());
         loop {

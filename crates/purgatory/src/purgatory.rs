@@ -754,26 +754,13 @@ impl<K: WatchKey, Op: DelayedOperation, S: KeyHasher> Purgatory<K, Op, S> {
         let mut released = Vec::new();
         for (op, stay) in ops {
             // An operation watched twice on the key appears twice; the first
-            // visit cancels it. One completing concurrently is left to its
-            // completer, and one cancelled meanwhile and watched again (under
-            // other keys) to its new stay. One in this stay with no owner
-            // yet is being watched here, by the watch that holds its lock on
-            // this thread and runs this call from its key iterator:
-            // cancelled, it is counted here.
-            let token = {
-                let _guard = op.lock();
-                if op.stay() != stay {
-                    None
-                } else {
-                    op.cancel(self.home.addr()).or_else(|| {
-                        let token = op.cancel_unattached();
-                        if token.is_some() {
-                            self.home.count(Outcome::Cancelled);
-                        }
-                        token
-                    })
-                }
-            };
+            // visit cancels it. One in this stay with no owner yet is being
+            // watched here, by the watch that holds its lock on this thread
+            // and runs this call from its key iterator: cancelled, it is
+            // counted here.
+            let token = op.cancel_found(stay, self.home.addr(), || {
+                self.home.count(Outcome::Cancelled);
+            });
             match token {
                 Some(token) => {
                     released.push(token);

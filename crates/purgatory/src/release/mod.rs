@@ -491,6 +491,32 @@ impl<Op: DelayedOperation> Shared<Op> {
         Some(self.unlink(Outcome::Cancelled).0)
     }
 
+    /// The `cancel_for_key` step for one operation found in a list of the
+    /// purgatory `owner` in its stay `stay`: lock, and if that stay goes on,
+    /// cancel it ([`cancel`](Self::cancel), or, claimed by a watch not yet
+    /// attached, [`cancel_unattached`](Self::cancel_unattached), which
+    /// `unattached` is told of under the lock, to count it). One cancelled
+    /// meanwhile and watched again is left to its new stay, one completing
+    /// concurrently to its completer.
+    pub(crate) fn cancel_found(
+        self: &Arc<Self>,
+        stay: u32,
+        owner: *const (),
+        unattached: impl FnOnce(),
+    ) -> Option<Released<Op>> {
+        let _guard = self.lock();
+        if self.stay() != stay {
+            return None;
+        }
+        self.cancel(owner).or_else(|| {
+            let token = self.cancel_unattached();
+            if token.is_some() {
+                unattached();
+            }
+            token
+        })
+    }
+
     /// `try_complete`, with a panic counting as "not complete". Lock held.
     pub(crate) fn try_complete_guarded(&self, site: Option<&Site>) -> bool {
         guarded(site, "try_complete", || self.op().try_complete()).unwrap_or(false)

@@ -48,6 +48,8 @@ use crate::stackbuf::StackBuf;
 use crate::sync::{lock_spinning, AtomicUsize, Mutex, Ordering};
 
 #[cfg(all(test, loom))]
+mod loom_index;
+#[cfg(all(test, loom))]
 mod loom_models;
 mod slab;
 mod table;
