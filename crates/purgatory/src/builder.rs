@@ -132,7 +132,8 @@ impl<S> PurgatoryBuilder<S> {
 
     /// How long the reaper waits for the next bucket per loop (default
     /// 200 ms, as Kafka). It wakes early when an earlier bucket is added and
-    /// on shutdown, so this only bounds idle wake-ups. With the `metrics`
+    /// on shutdown, so this only bounds idle wake-ups. At least the tick:
+    /// [`build`](Self::build) refuses a shorter one. With the `metrics`
     /// feature it is also how often the reaper sets the published gauges.
     pub fn reaper_poll_interval(mut self, poll: Duration) -> Self {
         self.reaper_poll_interval = poll;

@@ -22,8 +22,14 @@ pub enum PurgatoryError {
     /// The operation has already completed; a completed operation is never
     /// watched again.
     AlreadyCompleted,
-    /// The reaper poll interval is zero, which would make the reaper spin.
-    ZeroReaperPollInterval,
+    /// The reaper poll interval is shorter than the tick: the reaper would
+    /// wake that often for nothing (and spin at zero).
+    ReaperPollInterval {
+        /// The poll interval given.
+        poll: std::time::Duration,
+        /// The timer's tick.
+        tick: std::time::Duration,
+    },
     /// The timer configuration is invalid, or its threads could not start.
     Config(timer::ConfigError),
     /// The watch-list shard count given to
@@ -41,9 +47,10 @@ impl fmt::Display for PurgatoryError {
             PurgatoryError::Shutdown => f.write_str("the purgatory has been shut down"),
             PurgatoryError::AlreadyWatched => f.write_str("the operation is already watched"),
             PurgatoryError::AlreadyCompleted => f.write_str("the operation has already completed"),
-            PurgatoryError::ZeroReaperPollInterval => {
-                f.write_str("the reaper poll interval must not be zero")
-            }
+            PurgatoryError::ReaperPollInterval { poll, tick } => write!(
+                f,
+                "the reaper poll interval ({poll:?}) must be at least the tick ({tick:?})"
+            ),
             PurgatoryError::Config(e) => write!(f, "invalid timer configuration: {e}"),
             PurgatoryError::Shards(n) => write!(
                 f,

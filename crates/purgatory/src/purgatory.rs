@@ -88,8 +88,8 @@ impl<S> PurgatoryBuilder<S> {
     ///
     /// # Errors
     /// [`PurgatoryError::Config`] for a bad tick or wheel size, or if a
-    /// thread cannot be spawned; [`PurgatoryError::ZeroReaperPollInterval`]
-    /// for a zero poll interval with the reaper enabled;
+    /// thread cannot be spawned; [`PurgatoryError::ReaperPollInterval`]
+    /// for a poll interval shorter than the tick with the reaper enabled;
     /// [`PurgatoryError::Shards`] for a shard count of 0 or more than
     /// [`PurgatoryBuilder::MAX_SHARDS`].
     pub fn build<K: WatchKey, Op: DelayedOperation>(
@@ -101,10 +101,14 @@ impl<S> PurgatoryBuilder<S> {
         if self.shards == 0 || self.shards > PurgatoryBuilder::MAX_SHARDS {
             return Err(PurgatoryError::Shards(self.shards));
         }
-        if self.reaper && self.reaper_poll_interval.is_zero() {
-            return Err(PurgatoryError::ZeroReaperPollInterval);
-        }
         let timer = Arc::new(self.timer.build::<ExpiryTask<Op>>()?);
+        let tick = Duration::from_millis(timer.tick_ms());
+        if self.reaper && self.reaper_poll_interval < tick {
+            return Err(PurgatoryError::ReaperPollInterval {
+                poll: self.reaper_poll_interval,
+                tick,
+            });
+        }
         let shards = self.shards.max(2).next_power_of_two();
         let index = WatchIndex::<K, Op, S>::new(shards, self.hasher);
         let unwatch: Arc<dyn Unwatch<Op>> = index.clone();

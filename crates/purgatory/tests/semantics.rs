@@ -92,13 +92,24 @@ fn bad_configuration_is_an_error_value() {
         .reaper(false)
         .build::<Key, MockOp>();
     assert!(matches!(zero_wheel, Err(PurgatoryError::Config(_))));
-    let zero_poll = Purgatory::builder("x")
-        .reaper_poll_interval(Duration::ZERO)
-        .build::<Key, MockOp>();
-    assert_eq!(
-        zero_poll.unwrap_err(),
-        PurgatoryError::ZeroReaperPollInterval
-    );
+    for poll in [Duration::ZERO, Duration::from_micros(999)] {
+        let short_poll = Purgatory::builder("x")
+            .reaper_poll_interval(poll)
+            .build::<Key, MockOp>();
+        assert_eq!(
+            short_poll.unwrap_err(),
+            PurgatoryError::ReaperPollInterval {
+                poll,
+                tick: Duration::from_millis(1)
+            }
+        );
+    }
+    let e = Purgatory::builder("x")
+        .tick(Duration::from_millis(10))
+        .reaper_poll_interval(Duration::from_millis(5))
+        .build::<Key, MockOp>()
+        .unwrap_err();
+    assert!(e.to_string().contains("at least the tick (10ms)"), "{e}");
     // Display and source.
     let e = zero_tick.unwrap_err();
     assert!(e.to_string().contains("tick"), "{e}");

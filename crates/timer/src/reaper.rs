@@ -82,8 +82,9 @@ impl Reaper {
     /// Starts a reaper, reporting a failure to spawn its thread as an error.
     /// The thread is named `ExpirationReaper-<timer name>`, as in Kafka
     /// (whose names also carry the broker id).
-    /// A zero `poll` is refused (`InvalidInput`): the reaper would spin on
-    /// an idle timer. (One under a tick wakes it that often for nothing.)
+    /// A `poll` shorter than the timer's tick is refused (`InvalidInput`):
+    /// the reaper would wake that often for nothing on an idle timer (at
+    /// 1 µs, a quarter of a CPU), and spin at zero.
     pub fn try_start<T: TimerTask>(
         timer: Arc<Timer<T>>,
         poll: Duration,
@@ -127,10 +128,14 @@ impl Reaper {
     where
         F: FnMut() + Send + 'static,
     {
-        if poll.is_zero() {
+        let tick = Duration::from_millis(timer.tick_ms());
+        if poll < tick {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,
-                "the reaper's poll interval must not be zero",
+                format!(
+                    "the reaper's poll interval ({poll:?}) must be at least the timer's tick \
+                     ({tick:?}): shorter, the reaper wakes for nothing (zero: it spins)"
+                ),
             ));
         }
         let stop = Arc::new(AtomicBool::new(false));

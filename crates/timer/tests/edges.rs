@@ -324,15 +324,26 @@ fn a_name_with_a_nul_byte_is_a_configuration_error() {
 }
 
 #[test]
-fn a_reaper_refuses_a_zero_poll_interval() {
+fn a_reaper_refuses_a_poll_interval_shorter_than_the_tick() {
     let timer: Arc<Timer> = Arc::new(
         TimerBuilder::new()
+            .tick(Duration::from_millis(10))
             .clock(ManualClock::new())
             .build()
             .unwrap(),
     );
-    let refused = Reaper::try_start(timer, Duration::ZERO).expect_err("refused");
-    assert_eq!(refused.kind(), std::io::ErrorKind::InvalidInput);
+    for poll in [
+        Duration::ZERO,
+        Duration::from_nanos(1),
+        Duration::from_micros(9_999),
+    ] {
+        let refused = Reaper::try_start(timer.clone(), poll).expect_err("refused");
+        assert_eq!(refused.kind(), std::io::ErrorKind::InvalidInput);
+        assert!(refused.to_string().contains("tick"), "{refused}");
+    }
+    Reaper::try_start(timer, Duration::from_millis(10))
+        .expect("a tick is enough")
+        .stop();
 }
 
 /// A wrapper clock whose `subscribe` always panics.
