@@ -341,6 +341,12 @@ mod tests {
         }
     }
 
+    /// The builder's `wheel_size` docs state a bucket's size.
+    #[test]
+    fn a_bucket_is_72_bytes() {
+        assert_eq!(std::mem::size_of::<Bucket>(), 72);
+    }
+
     #[test]
     fn set_expiration_reports_changes_only() {
         let mut bucket = Bucket::empty(MAX_KEEP);

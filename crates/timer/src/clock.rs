@@ -110,7 +110,9 @@ impl Clock for SystemClock {
 /// A thread blocked on a timer or a [`DelayQueue`](crate::DelayQueue) that
 /// reads this clock looks again as soon as the clock moves (see
 /// [`Clock::subscribe`]): a reaper on a manual clock fires what the move
-/// made due at once, not when its poll interval ends.
+/// made due at once, not when its poll interval ends (for a simulation that
+/// runs on it; a test that asserts what fired drives the timer itself, with
+/// no reaper: see [`Timer::wait_for_executor`](crate::Timer::wait_for_executor)).
 #[derive(Clone, Default)]
 pub struct ManualClock {
     shared: Arc<ManualTime>,

@@ -108,6 +108,30 @@ impl<T> ShutdownError<T> {
     pub fn into_inner(self) -> T {
         self.0
     }
+
+    /// The same error with the task dropped: `Send + Sync + 'static`
+    /// whatever the task, so that `?` can pass it on as
+    /// `Box<dyn Error + Send + Sync>` (or `anyhow::Error`), which a boxed
+    /// closure (not `Sync`) prevents.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use timer::Timer;
+    ///
+    /// fn arm(timer: &Timer) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    ///     timer
+    ///         .add(Duration::from_secs(1), Box::new(|| {}))
+    ///         .map_err(|e| e.without_task())?;
+    ///     Ok(())
+    /// }
+    ///
+    /// let timer: Timer = Timer::new();
+    /// timer.shutdown();
+    /// assert!(arm(&timer).is_err());
+    /// ```
+    pub fn without_task(self) -> ShutdownError<()> {
+        ShutdownError(())
+    }
 }
 
 impl<T> fmt::Debug for ShutdownError<T> {

@@ -153,6 +153,67 @@ fn cancel_is_true_once_and_stale_handles_are_harmless() {
     assert!(timer.cancel(&c) && timer.cancel(&d));
 }
 
+/// `remove` is `cancel` giving the task back: added again, it fires at its
+/// new deadline, once; a handle of a task that fired, was removed, or never
+/// waited gives nothing.
+#[test]
+fn remove_gives_the_task_back_to_add_at_a_new_deadline() {
+    let clock = ManualClock::new();
+    let timer = manual_timer(&clock, 20);
+    let fired = Arc::new(AtomicUsize::new(0));
+    let idle = timer
+        .add(Duration::from_millis(30), counting_task(&fired))
+        .unwrap();
+    advance_to(&timer, &clock, 20);
+    let task = timer.remove(&idle).expect("still waiting");
+    assert_eq!(timer.len(), 0);
+    assert!(timer.remove(&idle).is_none() && !timer.cancel(&idle));
+    let idle = timer.add(Duration::from_millis(30), task).unwrap();
+    advance_to(&timer, &clock, 49);
+    assert_eq!(fired.load(Ordering::Relaxed), 0, "moved to 50");
+    advance_to(&timer, &clock, 50);
+    assert_eq!(fired.load(Ordering::Relaxed), 1);
+    assert!(timer.remove(&idle).is_none(), "fired");
+    let now = timer.add(Duration::ZERO, counting_task(&fired)).unwrap();
+    assert!(now.is_detached() && !idle.is_detached());
+    assert!(timer.remove(&now).is_none());
+    timer.wait_for_executor();
+    assert_eq!(fired.load(Ordering::Relaxed), 2);
+}
+
+/// `backlog` counts what the executor holds: a blocked task and every task
+/// handed over behind it, none once they ran.
+#[test]
+fn backlog_counts_the_tasks_handed_over_and_not_finished() {
+    let clock = ManualClock::new();
+    let timer = manual_timer(&clock, 20);
+    let (started_tx, started) = mpsc::channel();
+    let (go, go_rx) = mpsc::channel::<()>();
+    timer
+        .add(
+            Duration::ZERO,
+            Box::new(move || {
+                started_tx.send(()).unwrap();
+                go_rx.recv().unwrap();
+            }),
+        )
+        .unwrap();
+    started.recv().unwrap();
+    let fired = Arc::new(AtomicUsize::new(0));
+    for delay in [0, 0, 5, 5, 5] {
+        timer
+            .add(Duration::from_millis(delay), counting_task(&fired))
+            .unwrap();
+    }
+    assert_eq!((timer.backlog(), timer.len()), (3, 3));
+    clock.set_ms(5);
+    assert!(timer.advance_clock(Duration::ZERO));
+    assert_eq!((timer.backlog(), timer.len()), (6, 0));
+    go.send(()).unwrap();
+    timer.wait_for_executor();
+    assert_eq!((timer.backlog(), fired.load(Ordering::Relaxed)), (0, 5));
+}
+
 #[test]
 fn cancel_all_cancels_across_shards_and_skips_stale_handles() {
     let clock = ManualClock::new();

@@ -121,8 +121,8 @@ fn next_owner() -> u32 {
 /// to a timer other than the one that issued it: cancelling through it then
 /// does nothing and returns `false`/`None`. The handles of tasks that never
 /// waited in a wheel (a zero delay, a deadline already passed) are all one
-/// stale handle, equal to each other: keep those out of a map keyed by
-/// handle.
+/// stale handle, equal to each other ([`is_detached`](Self::is_detached)):
+/// keep those out of a map keyed by handle.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct TimerHandle {
     pub(crate) index: u32,
@@ -135,6 +135,24 @@ impl TimerHandle {
     /// The shard (arena tag) that issued this handle.
     pub(crate) fn shard(&self) -> usize {
         (self.generation >> GENERATION_BITS) as usize
+    }
+
+    /// Whether this is the handle of a task that never waited in a wheel
+    /// (a zero delay, a deadline already passed): one stale handle, shared
+    /// by all such tasks, that cancels nothing.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use timer::Timer;
+    ///
+    /// let timer: Timer = Timer::new();
+    /// let now = timer.add(Duration::ZERO, Box::new(|| {})).unwrap();
+    /// let later = timer.add(Duration::from_secs(60), Box::new(|| {})).unwrap();
+    /// assert!(now.is_detached());
+    /// assert!(!later.is_detached());
+    /// ```
+    pub fn is_detached(&self) -> bool {
+        self.index == NIL
     }
 
     /// The handle of a task that never entered the wheel because it was

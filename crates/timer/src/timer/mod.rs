@@ -106,6 +106,14 @@ pub(crate) const CANCEL_CHUNK: usize = 16;
 /// Every `FnOnce() + Send + 'static` closure is a task; implement the trait
 /// for your own type to keep a timer entry as small as the type (the
 /// purgatory's expiry task is a single `Arc`).
+///
+/// A timer's tasks run one at a time on that one thread, so a task must not
+/// block (a blocking send on a full channel, a lock held elsewhere for
+/// long): every expiry behind it waits, and [`Timer::backlog`] grows. Hand
+/// slow work to another thread. A task that holds the timer it is in (to
+/// add a retry, or itself again for a periodic task) holds it through a
+/// `Weak`: an `Arc` in a pending task keeps the timer, its thread and the
+/// task alive after every other handle is gone.
 pub trait TimerTask: Send + 'static {
     /// Runs the task.
     fn run(self);
@@ -121,8 +129,10 @@ impl<F: FnOnce() + Send + 'static> TimerTask for F {
 ///
 /// Many threads may [`add`](Timer::add) and [`cancel`](Timer::cancel) while
 /// one thread drives the clock with [`advance_clock`](Timer::advance_clock),
-/// usually a [`Reaper`](crate::Reaper). Expired tasks run on the timer's own
-/// executor thread.
+/// usually a [`Reaper`](crate::Reaper); a test on a
+/// [`ManualClock`](crate::ManualClock) drives it itself, with no reaper (see
+/// [`wait_for_executor`](Timer::wait_for_executor)). Expired tasks run on
+/// the timer's own executor thread, one at a time (see [`TimerTask`]).
 ///
 /// ```
 /// use std::sync::mpsc;
@@ -195,9 +205,17 @@ impl<T: TimerTask> Timer<T> {
     /// delay hands the task to the executor at once, without reading the
     /// clock. The returned handle
     /// cancels the task; for a task that went straight to the executor it
-    /// is already stale.
+    /// is already stale ([`TimerHandle::is_detached`]).
     ///
-    /// After [`shutdown`](Timer::shutdown) the task is given back in the error.
+    /// Tasks sharing a deadline run in no particular order, not in the
+    /// order they were added (the order of the buckets they went through
+    /// decides, and a clock that jumps hands them over as found).
+    ///
+    /// After [`shutdown`](Timer::shutdown) the task is given back in the
+    /// error. That error holds the task, so it is `Sync` only if the task
+    /// is (a boxed closure is not): to pass it on as
+    /// `Box<dyn Error + Send + Sync>` (or `anyhow::Error`), map it with
+    /// [`ShutdownError::without_task`].
     pub fn add(&self, delay: Duration, task: T) -> Result<TimerHandle, ShutdownError<T>> {
         let delay = u64::try_from(delay.as_nanos()).unwrap_or(u64::MAX);
         if delay == 0 {
@@ -257,9 +275,28 @@ impl<T: TimerTask> Timer<T> {
     /// panics, the panic reaches the caller instead of the `true` (the task
     /// was stopped all the same, and the timer stays whole).
     pub fn cancel(&self, handle: &TimerHandle) -> bool {
-        let Some(shard) = self.shards.get(handle.shard()) else {
-            return false;
-        };
+        self.remove(handle).is_some()
+    }
+
+    /// Cancels a waiting task and gives it back, as
+    /// [`cancel`](Self::cancel) does but without dropping it; `None` when
+    /// `cancel` would return `false`. To move a task to a new deadline (an
+    /// idle timeout that each message resets), add it back.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use timer::{ManualClock, Timer, TimerBuilder};
+    ///
+    /// let clock = ManualClock::new();
+    /// let timer: Timer = TimerBuilder::new().clock(clock.clone()).build().unwrap();
+    /// let idle = timer.add(Duration::from_secs(30), Box::new(|| {})).unwrap();
+    /// clock.advance_ms(10_000); // a message arrives: 30 s from now again
+    /// let task = timer.remove(&idle).expect("still waiting");
+    /// let idle = timer.add(Duration::from_secs(30), task).unwrap();
+    /// assert!(timer.remove(&idle).is_some());
+    /// ```
+    pub fn remove(&self, handle: &TimerHandle) -> Option<T> {
+        let shard = self.shards.get(handle.shard())?;
         let (task, emptied) = {
             let mut state = shard.state.lock();
             let task = state.wheel.cancel(*handle);
@@ -269,7 +306,7 @@ impl<T: TimerTask> Timer<T> {
             (task, emptied)
         };
         self.free_emptied(emptied);
-        task.is_some()
+        task
     }
 
     /// Has an emptied arena's memory freed on the executor thread, off the
@@ -330,12 +367,25 @@ impl<T: TimerTask> Timer<T> {
     }
 
     /// Number of tasks waiting in the wheel (not counting tasks already
-    /// handed to the executor). Never takes the timer's lock.
+    /// handed to the executor: see [`backlog`](Self::backlog)). Never takes
+    /// the timer's lock.
     pub fn len(&self) -> usize {
         self.shards
             .iter()
             .map(|shard| shard.size.load(Ordering::Relaxed))
             .sum()
+    }
+
+    /// Number of expired tasks handed to the executor and not finished, the
+    /// one running included (a chunk handed over at once, up to 1,024
+    /// tasks, counts until its last task finished; the timer's own frees of
+    /// emptied memory, which also run there, count one each). The timer's
+    /// tasks run one at a time on its one executor thread, so a backlog
+    /// that keeps growing means a task blocks or runs long, and every
+    /// expiry behind it waits (see [`TimerTask`]). With [`len`](Self::len),
+    /// what the timer holds. Never takes a lock.
+    pub fn backlog(&self) -> usize {
+        self.executor.backlog()
     }
 
     /// Number of shards (independently locked wheels).
@@ -344,10 +394,14 @@ impl<T: TimerTask> Timer<T> {
     }
 
     /// Blocks until every task handed to the executor before this call has
-    /// run. With a [`ManualClock`](crate::ManualClock) this makes tests
-    /// deterministic: move the clock, `advance_clock(Duration::ZERO)`, wait,
-    /// then assert. Returns at once when called from a task (on the
-    /// executor thread) or after shutdown.
+    /// run. With a [`ManualClock`](crate::ManualClock) and no
+    /// [`Reaper`](crate::Reaper) this makes tests deterministic: move the
+    /// clock, `advance_clock(Duration::ZERO)`, wait, then assert. (A reaper
+    /// driving the same clock may be part-way through handing over what the
+    /// move made due: the test's `advance_clock` then finds nothing left to
+    /// do and returns, and this call does not wait for the reaper's rest.)
+    /// Returns at once when called from a task (on the executor thread) or
+    /// after shutdown.
     pub fn wait_for_executor(&self) {
         self.executor.wait_idle();
     }

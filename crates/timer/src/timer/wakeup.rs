@@ -136,10 +136,15 @@ impl Drop for TakenWakeUp<'_> {
 }
 
 impl<T: TimerTask> Timer<T> {
-    /// Drives the clock: waits up to `timeout` for the earliest bucket to
+    /// Drives the clock: waits up to `timeout` (real time, whatever the
+    /// clock: the argument is a wait, not a move) for the earliest bucket to
     /// come due (waking early if an earlier one is added or the timer shuts
     /// down), then expires everything due by the clock, handing expired tasks
-    /// to the executor. Returns whether any bucket was due.
+    /// to the executor. Returns whether any bucket was due. On a
+    /// [`ManualClock`](crate::ManualClock), move the clock, then call this
+    /// with `Duration::ZERO`. Another thread driving the same timer (a
+    /// reaper) may have taken a due shard first: this call then leaves it
+    /// to that thread and does not wait for it.
     ///
     /// While more than 65,536 expired tasks wait for the executor, the call
     /// waits for it to catch up to 32,768 before it expires more (holding no
