@@ -5,7 +5,7 @@ use std::collections::hash_map::RandomState;
 use std::sync::Arc;
 use std::time::Duration;
 
-use timer::{Clock, Reaper, TimerBuilder};
+use timer::{Clock, TimerBuilder};
 
 use crate::watch::KeyHasher;
 
@@ -31,7 +31,8 @@ pub struct PurgatoryBuilder<S = RandomState> {
     /// Tick, wheel size and clock of the purgatory's timer.
     pub(crate) timer: TimerBuilder,
     pub(crate) reaper: bool,
-    pub(crate) reaper_poll_interval: Duration,
+    /// `None`: `Reaper::default_poll_interval` for the tick.
+    pub(crate) reaper_poll_interval: Option<Duration>,
     pub(crate) shutdown_policy: ShutdownPolicy,
     pub(crate) shards: usize,
     pub(crate) hasher: S,
@@ -50,7 +51,7 @@ impl PurgatoryBuilder {
             timer: TimerBuilder::new().name(name.clone()),
             name,
             reaper: true,
-            reaper_poll_interval: Reaper::DEFAULT_POLL_INTERVAL,
+            reaper_poll_interval: None,
             shutdown_policy: ShutdownPolicy::Drop,
             shards: Self::DEFAULT_SHARDS,
             hasher: RandomState::new(),
@@ -92,7 +93,9 @@ impl<S> PurgatoryBuilder<S> {
         self
     }
 
-    /// The timer's tick (default 1 ms; a whole number of milliseconds).
+    /// The timer's tick (default 1 ms; a whole number of milliseconds). The
+    /// reaper's poll interval must be at least the tick (its default, 200
+    /// ms, becomes the tick when the tick is longer).
     pub fn tick(mut self, tick: Duration) -> Self {
         self.timer = self.timer.tick(tick);
         self
@@ -131,12 +134,13 @@ impl<S> PurgatoryBuilder<S> {
     }
 
     /// How long the reaper waits for the next bucket per loop (default
-    /// 200 ms, as Kafka). It wakes early when an earlier bucket is added and
-    /// on shutdown, so this only bounds idle wake-ups. At least the tick:
-    /// [`build`](Self::build) refuses a shorter one. With the `metrics`
+    /// 200 ms, as Kafka, or the tick if longer). It wakes early when an
+    /// earlier bucket is added and on shutdown, so this only bounds idle
+    /// wake-ups. At least the tick: [`build`](Self::build) refuses a
+    /// shorter one. With the `metrics`
     /// feature it is also how often the reaper sets the published gauges.
     pub fn reaper_poll_interval(mut self, poll: Duration) -> Self {
-        self.reaper_poll_interval = poll;
+        self.reaper_poll_interval = Some(poll);
         self
     }
 

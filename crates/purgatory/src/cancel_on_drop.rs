@@ -2,11 +2,14 @@
 //! when the awaiting side goes away first (see
 //! [`Purgatory::cancel_on_drop`]).
 //!
-//! It holds the purgatory's home weakly: a guard outliving its purgatory
-//! keeps none of it alive, and finds nothing to cancel (the shutdown has
-//! already ended every stay). Cancelling goes the way of
-//! [`Purgatory::cancel`]: under the operation's lock, only if the operation
-//! is watched by that purgatory.
+//! It holds the purgatory's home and the operation weakly. A guard
+//! outliving its purgatory keeps none of it alive, and finds nothing to
+//! cancel (the shutdown has already ended every stay). A guard never keeps
+//! the operation alive either: an operation dropped outside a stay (its
+//! watch refused) resolves its waiters, this one included. Cancelling goes
+//! the way of [`Purgatory::cancel`]: under the operation's lock, only if
+//! the operation is watched by that purgatory, and only in the stay whose
+//! signal the guard waits on.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -15,7 +18,7 @@ use std::task::{Context, Poll};
 
 use crate::home::Home;
 use crate::key_eq;
-use crate::operation::{DelayedOperation, Operation};
+use crate::operation::{DelayedOperation, Operation, Shared};
 use crate::outcome::{Completion, Outcome, Signal};
 use crate::release::let_go;
 
@@ -35,11 +38,14 @@ use crate::Purgatory;
 /// purgatory, in the stay it waits for; otherwise it does nothing. Once
 /// that stay has ended (whether or not the future was polled since), or
 /// after [`disarm`](Self::disarm), dropping it cancels nothing: not a
-/// later stay of the operation watched again.
+/// later stay of the operation watched again. Dropped inside the key
+/// iterator of the watch that holds its operation, it cancels nothing, as
+/// [`Purgatory::cancel`] does there (the watch goes on).
 ///
 /// Owned and `Send + 'static` (for an operation that is), so it can be
-/// moved into a spawned task. It keeps a handle to the operation until it
-/// resolves, and holds its purgatory weakly.
+/// moved into a spawned task. It holds the operation and the purgatory
+/// weakly: it keeps neither alive, so an operation whose watch was refused,
+/// once dropped, resolves it to [`Outcome::Cancelled`].
 ///
 /// ```
 /// use std::time::Duration;
@@ -66,14 +72,23 @@ pub struct CancelOnDrop<Op: DelayedOperation> {
     done: Completion,
     /// What to cancel if dropped unresolved; `None` once resolved or
     /// disarmed.
-    cancel: Option<(Weak<Home<Op>>, Operation<Op>)>,
+    cancel: Option<Armed<Op>>,
+}
+
+/// A guard's purgatory and operation, both held weakly.
+struct Armed<Op: DelayedOperation> {
+    home: Weak<Home<Op>>,
+    op: Weak<Shared<Op>>,
 }
 
 impl<Op: DelayedOperation> CancelOnDrop<Op> {
     pub(crate) fn new(home: &Arc<Home<Op>>, op: &Operation<Op>) -> Self {
         CancelOnDrop {
             done: op.completion(),
-            cancel: Some((Arc::downgrade(home), op.clone())),
+            cancel: Some(Armed {
+                home: Arc::downgrade(home),
+                op: Arc::downgrade(&op.0),
+            }),
         }
     }
 
@@ -102,8 +117,7 @@ impl<Op: DelayedOperation> Future for CancelOnDrop<Op> {
         let this = self.get_mut();
         let outcome = Pin::new(&mut this.done).poll(cx);
         if outcome.is_ready() {
-            // Nothing left to cancel: let go of the operation now rather
-            // than when the future is dropped.
+            // Nothing left to cancel.
             this.cancel = None;
         }
         outcome
@@ -112,16 +126,33 @@ impl<Op: DelayedOperation> Future for CancelOnDrop<Op> {
 
 impl<Op: DelayedOperation> Drop for CancelOnDrop<Op> {
     fn drop(&mut self) {
-        let Some((home, op)) = self.cancel.take() else {
+        let Some(Armed { home, op }) = self.cancel.take() else {
             return;
         };
         // Ready when made: the stay had already ended.
         let Some(signal) = self.done.signal() else {
             return;
         };
-        if let Some(home) = home.upgrade() {
+        let (Some(home), Some(op)) = (home.upgrade(), op.upgrade()) else {
+            return;
+        };
+        let op = Operation(op);
+        if key_eq::in_key_eq() {
+            // A purgatory call from `Eq` would wait for the shard lock `Eq`
+            // runs under, and a panic from a `Drop` may abort: the stay is
+            // left to end its own way.
+            if !signal.is_resolved() {
+                log::error!(
+                    "purgatory {}: a CancelOnDrop dropped inside a key's `Eq` cannot cancel \
+                     its operation (see `WatchKey`)",
+                    home.name()
+                );
+            }
+        } else {
             cancel(&home, &op, Some(signal), "dropping a CancelOnDrop");
         }
+        // Possibly the last handle, dropped the purgatory's way.
+        let_go(op);
     }
 }
 

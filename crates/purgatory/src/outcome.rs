@@ -312,6 +312,11 @@ impl Signal {
         Outcome::from_bits(self.outcome.load(Ordering::Acquire))
     }
 
+    /// Whether the stay's waiters have been told its outcome.
+    pub(crate) fn is_resolved(&self) -> bool {
+        self.get().is_some()
+    }
+
     /// Records `outcome` and wakes every waiter. Called once per signal.
     ///
     /// A waker is an executor's code: one that panics is logged, and the

@@ -103,11 +103,11 @@ impl<S> PurgatoryBuilder<S> {
         }
         let timer = Arc::new(self.timer.build::<ExpiryTask<Op>>()?);
         let tick = Duration::from_millis(timer.tick_ms());
-        if self.reaper && self.reaper_poll_interval < tick {
-            return Err(PurgatoryError::ReaperPollInterval {
-                poll: self.reaper_poll_interval,
-                tick,
-            });
+        let poll = self
+            .reaper_poll_interval
+            .unwrap_or_else(|| Reaper::default_poll_interval(timer.tick_ms()));
+        if self.reaper && poll < tick {
+            return Err(PurgatoryError::ReaperPollInterval { poll, tick });
         }
         let shards = self.shards.max(2).next_power_of_two();
         let index = WatchIndex::<K, Op, S>::new(shards, self.hasher);
@@ -115,12 +115,8 @@ impl<S> PurgatoryBuilder<S> {
         let home = Arc::new(Home::new(self.name, timer.clone(), unwatch));
         home.publish();
         let reaper = if self.reaper {
-            let reaper = Reaper::try_start_with(
-                timer,
-                self.reaper_poll_interval,
-                home.publisher(self.reaper_poll_interval),
-            )
-            .map_err(|e| PurgatoryError::Config(ConfigError::Spawn(e.to_string())))?;
+            let reaper = Reaper::try_start_with(timer, poll, home.publisher(poll))
+                .map_err(|e| PurgatoryError::Config(ConfigError::Spawn(e.to_string())))?;
             Some(reaper)
         } else {
             None

@@ -110,6 +110,11 @@ fn bad_configuration_is_an_error_value() {
         .build::<Key, MockOp>()
         .unwrap_err();
     assert!(e.to_string().contains("at least the tick (10ms)"), "{e}");
+    // The default poll (200 ms) gives way to a longer tick.
+    let coarse = Purgatory::builder("x")
+        .tick(Duration::from_millis(500))
+        .build::<Key, MockOp>();
+    assert!(coarse.is_ok(), "{:?}", coarse.err());
     // Display and source.
     let e = zero_tick.unwrap_err();
     assert!(e.to_string().contains("tick"), "{e}");

@@ -525,6 +525,82 @@ fn a_guard_leaves_alone_what_is_not_watched_by_its_purgatory() {
     drop(unresolved);
 }
 
+/// A guard taken before a watch that is refused keeps nothing alive: once
+/// the caller drops the operation, it resolves, as a plain completion does
+/// (review 47).
+#[test]
+fn a_guard_taken_before_a_refused_watch_resolves_when_the_operation_goes() {
+    let (_clock, p) = purgatory::<Parked>();
+    let op = Operation::new(Parked::default());
+    let mut plain = op.completion();
+    let mut guard = p.cancel_on_drop(&op);
+    assert!(poll_guard(&mut guard).is_pending());
+    assert!(p.try_complete_else_watch(op, [0u32; 0]).is_err());
+    assert_eq!(poll_guard(&mut guard), Poll::Ready(Outcome::Cancelled));
+    let wakes = Arc::new(CountWakes::default());
+    assert_eq!(
+        poll_with(&mut plain, &wakes),
+        Poll::Ready(Outcome::Cancelled)
+    );
+}
+
+/// A guard made between two stays is ready at once with the first's
+/// outcome, and leaves the next stay alone (review 47).
+#[test]
+fn a_guard_made_between_stays_leaves_the_next_alone() {
+    let (_clock, p) = purgatory::<Parked>();
+    let op = Operation::new(Parked::default());
+    assert_eq!(p.try_complete_else_watch(op.clone(), [1]), Ok(false));
+    assert!(p.cancel(&op));
+    let guard = p.cancel_on_drop(&op);
+    assert_eq!(p.try_complete_else_watch(op.clone(), [1]), Ok(false));
+    drop(guard);
+    assert!(op.is_watched());
+}
+
+/// A guard dropped inside a key's `Eq` (which runs under a watch-list lock,
+/// where no purgatory call may be made) does not panic: it leaves its stay
+/// to end its own way (review 47).
+#[test]
+fn a_guard_dropped_inside_a_keys_eq_leaves_its_stay_and_does_not_panic() {
+    static SLOT: Mutex<Option<purgatory::CancelOnDrop<Parked>>> = Mutex::new(None);
+    #[derive(Clone, Debug)]
+    struct Key(u32);
+    impl std::hash::Hash for Key {
+        fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+            self.0.hash(state);
+        }
+    }
+    impl PartialEq for Key {
+        fn eq(&self, other: &Key) -> bool {
+            if let Ok(mut slot) = SLOT.try_lock() {
+                drop(slot.take());
+            }
+            self.0 == other.0
+        }
+    }
+    impl Eq for Key {}
+    let p = Purgatory::builder("eq")
+        .clock(ManualClock::new())
+        .reaper(false)
+        .build::<Key, Parked>()
+        .unwrap();
+    let victim = Operation::new(Parked::default());
+    assert_eq!(
+        p.try_complete_else_watch(victim.clone(), [Key(1)]),
+        Ok(false)
+    );
+    *SLOT.lock().unwrap() = Some(p.cancel_on_drop(&victim));
+    // A second watch of the key compares keys: the guard goes in `Eq`.
+    assert_eq!(
+        p.try_complete_else_watch(Parked::default(), [Key(1)]),
+        Ok(false)
+    );
+    assert!(SLOT.lock().unwrap().is_none(), "Eq ran");
+    assert!(victim.is_watched());
+    assert_eq!(p.watched_on(&Key(1)), 2);
+}
+
 /// A guard dropped while other threads check the operation's key: the
 /// operation ends exactly once, either completed (its callback ran once) or
 /// cancelled (no callback).

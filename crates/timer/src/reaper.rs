@@ -59,19 +59,28 @@ impl Reaper {
     /// Kafka's reaper poll interval.
     pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(200);
 
-    /// Starts a reaper for `timer` with the default poll interval (200 ms).
+    /// Starts a reaper for `timer` with the default poll interval: 200 ms,
+    /// or the timer's tick if that is longer.
     ///
     /// # Panics
     /// If the thread cannot be spawned; see [`Reaper::try_start`].
     pub fn start<T: TimerTask>(timer: Arc<Timer<T>>) -> Reaper {
-        Self::with_poll_interval(timer, Self::DEFAULT_POLL_INTERVAL)
+        let poll = Self::default_poll_interval(timer.tick_ms());
+        Self::with_poll_interval(timer, poll)
+    }
+
+    /// The poll interval [`start`](Self::start) uses for a timer whose tick
+    /// is `tick_ms`: [`DEFAULT_POLL_INTERVAL`](Self::DEFAULT_POLL_INTERVAL),
+    /// or the tick if that is longer (a shorter poll is refused).
+    pub fn default_poll_interval(tick_ms: u64) -> Duration {
+        Self::DEFAULT_POLL_INTERVAL.max(Duration::from_millis(tick_ms))
     }
 
     /// Starts a reaper that waits at most `poll` per `advance_clock` call.
     ///
     /// # Panics
-    /// If `poll` is zero or the thread cannot be spawned; see
-    /// [`Reaper::try_start`].
+    /// If `poll` is shorter than the timer's tick or the thread cannot be
+    /// spawned; see [`Reaper::try_start`].
     pub fn with_poll_interval<T: TimerTask>(timer: Arc<Timer<T>>, poll: Duration) -> Reaper {
         match Self::try_start(timer, poll) {
             Ok(reaper) => reaper,

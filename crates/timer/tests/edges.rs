@@ -344,6 +344,23 @@ fn a_reaper_refuses_a_poll_interval_shorter_than_the_tick() {
     Reaper::try_start(timer, Duration::from_millis(10))
         .expect("a tick is enough")
         .stop();
+    // The default poll (200 ms) gives way to a longer tick.
+    let coarse: Arc<Timer> = Arc::new(
+        TimerBuilder::new()
+            .tick(Duration::from_millis(500))
+            .clock(ManualClock::new())
+            .build()
+            .unwrap(),
+    );
+    assert_eq!(
+        Reaper::default_poll_interval(500),
+        Duration::from_millis(500)
+    );
+    assert_eq!(
+        Reaper::default_poll_interval(1),
+        Reaper::DEFAULT_POLL_INTERVAL
+    );
+    Reaper::start(coarse).stop();
 }
 
 /// A wrapper clock whose `subscribe` always panics.

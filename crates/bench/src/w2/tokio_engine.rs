@@ -8,6 +8,8 @@
 //! a request due by the clock of the last check counts as completed for
 //! the completion thread, which therefore checks its other keys only if
 //! it is not (as it does for a purgatory whose check completes at once).
+//! That holds because every request watches the same keys: the last
+//! check, of any key, woke it.
 
 use super::engine::{Engine, Watched};
 use super::op::Ctx;

@@ -225,6 +225,8 @@ pub struct W4Result {
     pub burst: (usize, [Option<f64>; 3]),
     /// Phase D's operations watched at or after its deadline (none
     /// expected: the deadline leaves twice phase A's time for the fill).
+    /// For `tokio_notify`, spawned at or after it: a task spawned before
+    /// and first run after the deadline is not counted.
     pub burst_filled_late: u64,
     /// Early expirations in C and D.
     pub early: u64,
