@@ -4,9 +4,10 @@
 //!
 //! It holds the purgatory's home and the operation weakly. A guard
 //! outliving its purgatory keeps none of it alive, and finds nothing to
-//! cancel (the shutdown has already ended every stay). A guard never keeps
-//! the operation alive either: an operation dropped outside a stay (its
-//! watch refused) resolves its waiters, this one included. Cancelling goes
+//! cancel (the shutdown has already ended every stay). Nor does a guard
+//! keep the operation alive (but while its `Drop` cancels): an operation
+//! dropped outside a stay (its watch refused) resolves its waiters, this
+//! one included. Cancelling goes
 //! the way of [`Purgatory::cancel`]: under the operation's lock, only if
 //! the operation is watched by that purgatory, and only in the stay whose
 //! signal the guard waits on.
@@ -40,12 +41,17 @@ use crate::Purgatory;
 /// after [`disarm`](Self::disarm), dropping it cancels nothing: not a
 /// later stay of the operation watched again. Dropped inside the key
 /// iterator of the watch that holds its operation, it cancels nothing, as
-/// [`Purgatory::cancel`] does there (the watch goes on).
+/// [`Purgatory::cancel`] does there (the watch goes on); dropped inside a
+/// key's `Eq`, where no purgatory call may be made (see
+/// [`WatchKey`](crate::WatchKey)), it cancels nothing either, and logs a
+/// warning.
 ///
 /// Owned and `Send + 'static` (for an operation that is), so it can be
 /// moved into a spawned task. It holds the operation and the purgatory
-/// weakly: it keeps neither alive, so an operation whose watch was refused,
-/// once dropped, resolves it to [`Outcome::Cancelled`].
+/// weakly (the operation strongly only while its `Drop` cancels): it keeps
+/// neither alive, so an operation never watched (its first watch refused
+/// for want of keys or by a shutdown), once dropped, resolves it to
+/// [`Outcome::Cancelled`].
 ///
 /// ```
 /// use std::time::Duration;
@@ -133,24 +139,28 @@ impl<Op: DelayedOperation> Drop for CancelOnDrop<Op> {
         let Some(signal) = self.done.signal() else {
             return;
         };
-        let (Some(home), Some(op)) = (home.upgrade(), op.upgrade()) else {
+        let Some(home) = home.upgrade() else {
             return;
         };
-        let op = Operation(op);
         if key_eq::in_key_eq() {
             // A purgatory call from `Eq` would wait for the shard lock `Eq`
             // runs under, and a panic from a `Drop` may abort: the stay is
-            // left to end its own way.
-            if !signal.is_resolved() {
-                log::error!(
-                    "purgatory {}: a CancelOnDrop dropped inside a key's `Eq` cannot cancel \
-                     its operation (see `WatchKey`)",
+            // left to end its own way. The operation is not even taken
+            // (the last handle's drop would run user code under that lock).
+            if !signal.is_resolved() && op.strong_count() > 0 {
+                log::warn!(
+                    "purgatory {}: a CancelOnDrop dropped inside a key's `Eq` cancels \
+                     nothing; a stay it waits for goes on (see `WatchKey`)",
                     home.name()
                 );
             }
-        } else {
-            cancel(&home, &op, Some(signal), "dropping a CancelOnDrop");
+            return;
         }
+        let Some(op) = op.upgrade() else {
+            return;
+        };
+        let op = Operation(op);
+        cancel(&home, &op, Some(signal), "dropping a CancelOnDrop");
         // Possibly the last handle, dropped the purgatory's way.
         let_go(op);
     }

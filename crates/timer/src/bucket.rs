@@ -50,8 +50,8 @@ const MAX_KEEP: u32 = 1024;
 /// The fewest entries an array keeps room for, whatever the wheel's size.
 const MIN_KEEP: u32 = 16;
 
-/// Entries all of a level's arrays together keep room for once emptied
-/// (160 KiB), up to 1,280 buckets: a wide wheel's buckets keep less each,
+/// Entries all of a level's arrays together keep room for, at most, once
+/// emptied (160 KiB), up to 1,280 buckets: a wide wheel's buckets keep less each,
 /// so that a peak spread over thousands of buckets does not leave a tenth
 /// of its memory behind. Wider still, each array keeps [`MIN_KEEP`] (64
 /// bytes): 512 KiB a level at 4,096 buckets.

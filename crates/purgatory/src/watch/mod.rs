@@ -74,7 +74,9 @@ use table::KeyTable;
 /// caller; one in `Drop` is logged. A purgatory call made from `Eq` (a
 /// watch, check or cancel, a force, a purge, `watched_on`, `watched_keys`,
 /// a shutdown or `advance_clock`, of any purgatory) panics at once, saying
-/// so, rather than wait for a lock its own thread holds.
+/// so, rather than wait for a lock its own thread holds; a
+/// [`CancelOnDrop`](crate::CancelOnDrop) dropped there cancels nothing and
+/// logs a warning.
 pub trait WatchKey: Eq + Hash + Clone + Send + Sync + std::fmt::Debug + 'static {}
 
 impl<T: Eq + Hash + Clone + Send + Sync + std::fmt::Debug + 'static> WatchKey for T {}
