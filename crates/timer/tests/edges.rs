@@ -325,13 +325,16 @@ fn a_name_with_a_nul_byte_is_a_configuration_error() {
 
 #[test]
 fn a_reaper_refuses_a_poll_interval_shorter_than_the_tick() {
-    let timer: Arc<Timer> = Arc::new(
-        TimerBuilder::new()
-            .tick(Duration::from_millis(10))
-            .clock(ManualClock::new())
-            .build()
-            .unwrap(),
-    );
+    let ticking = |ms| -> Arc<Timer> {
+        Arc::new(
+            TimerBuilder::new()
+                .tick(Duration::from_millis(ms))
+                .clock(ManualClock::new())
+                .build()
+                .unwrap(),
+        )
+    };
+    let timer = ticking(10);
     for poll in [
         Duration::ZERO,
         Duration::from_nanos(1),
@@ -345,13 +348,7 @@ fn a_reaper_refuses_a_poll_interval_shorter_than_the_tick() {
         .expect("a tick is enough")
         .stop();
     // The default poll (200 ms) gives way to a longer tick.
-    let coarse: Arc<Timer> = Arc::new(
-        TimerBuilder::new()
-            .tick(Duration::from_millis(500))
-            .clock(ManualClock::new())
-            .build()
-            .unwrap(),
-    );
+    let coarse = ticking(500);
     assert_eq!(
         Reaper::default_poll_interval(500),
         Duration::from_millis(500)

@@ -521,9 +521,14 @@ mod tests {
         );
         assert_eq!(fills, 2);
         assert_eq!(result.burst_filled_late, 2);
+        // Every other count exact, so that only the late fill fails it.
+        result.completed = 3;
+        result.shutdown_pending = 3;
+        result.finish(phases[0], phases[1]);
         let rec = result.to_record();
         assert_eq!(rec.num("burst_filled_late"), Some(2.0));
         assert!(!counts_exact(&rec));
+        assert!(counts_exact(&rec.with("burst_filled_late", 0u64)));
     }
 
     #[test]
